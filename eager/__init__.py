@@ -1,0 +1,16 @@
+"""The eager autograd engine; importing it installs the tape recorder into the op dispatcher."""
+from dualflow.ops import dispatch as _dispatch
+
+from . import engine
+from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from .engine import backward, grad
+from .function import Function, FunctionCtx
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .gradcheck import gradcheck
+
+_dispatch.state.record = engine.record
+_dispatch.state.make_inplace_rebase = engine.rebase_inplace
+
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad",
+           "set_grad_enabled", "inference_mode", "is_grad_enabled", "detect_anomaly",
+           "set_detect_anomaly", "is_anomaly_enabled", "gradcheck"]

@@ -1,0 +1,59 @@
+"""Anomaly mode: remember where each op was called, and name it when its backward yields NaN."""
+from __future__ import annotations
+
+import traceback
+
+
+class _State:
+    enabled = False
+
+
+state = _State()
+
+
+def capture_stack() -> list:
+    return traceback.format_stack()[:-3]
+
+
+def check(node, in_grads) -> None:
+    if not state.enabled:
+        return
+    for i, g in enumerate(in_grads):
+        if g is None or not hasattr(g, "_data"):
+            continue
+        xp_nan = g._data != g._data
+        if bool(xp_nan.any()):
+            where = "".join(node.stack[-3:]) if node.stack else "(stack not recorded)\n"
+            raise RuntimeError(
+                f"Function '{node.name()}' returned nan values in its {i}th output.\n"
+                f"The forward op '{node.op.name}' was called at:\n{where}")
+
+
+class detect_anomaly:  # noqa: N801 - PyTorch's name
+    """Context manager (and decorator) that turns on anomaly detection."""
+
+    def __init__(self, check_nan: bool = True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        self._prev = state.enabled
+        state.enabled = self.check_nan
+        return self
+
+    def __exit__(self, *exc):
+        state.enabled = self._prev
+        return False
+
+    def __call__(self, fn):
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.check_nan):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def set_detect_anomaly(mode: bool) -> None:
+    state.enabled = bool(mode)
+
+
+def is_anomaly_enabled() -> bool:
+    return state.enabled

@@ -1,0 +1,331 @@
+"""The tape and the backward walk.
+
+`record` runs after an op whenever an input requires grad: it makes a `Node` that keeps what the
+op's VJP reads (inputs listed in `saves`, the output if `saves_out`; other inputs only as their
+`TensorType`) and the edges to the inputs' own nodes. `run_backward` walks nodes in dependency
+order with an explicit queue (no recursion: a chain of 10,000 ops is fine), calls each VJP with
+dualflow ops (under `no_grad` unless `create_graph`), reduces broadcast gradients with `sum_to`,
+and accumulates into leaves' `.grad`.
+"""
+from __future__ import annotations
+
+import weakref
+
+from dualflow.ops import core as core_ops
+from dualflow.ops.dispatch import state
+from dualflow.ops.opdef import TensorType
+from dualflow.tensor import Tensor
+
+from . import anomaly
+
+
+class InputMeta(TensorType):
+    """An input the VJP does not read: its type plus whether it wants a gradient."""
+    __slots__ = ("requires_grad",)
+
+    def __init__(self, t: Tensor):
+        TensorType.__init__(self, t.shape, t.dtype, None)
+        self.requires_grad = t.requires_grad
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class Node:
+    """One tape entry: a call of `op` whose outputs require grad."""
+    __slots__ = ("op", "attrs", "saved", "versions", "out_refs", "out_saved", "edges",
+                 "edge_nrs", "in_shapes", "in_requires", "released", "stack", "seq", "__weakref__")
+    _counter = 0
+
+    def name(self) -> str:
+        return "".join(p.capitalize() for p in self.op.name.split("_")) + "Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple((e if isinstance(e, Node) else None, 0) for e in self.edges)
+
+
+def record(op, inputs, attrs, out) -> None:
+    node = Node()
+    node.op = op
+    node.attrs = attrs
+    saves = op.saves
+    saved = []
+    versions = []
+    for i, x in enumerate(inputs):
+        if saves is None or i in saves:
+            saved.append(x)
+            versions.append(x._version[0])
+        else:
+            saved.append(InputMeta(x))
+            versions.append(None)
+    node.saved = saved
+    node.versions = versions
+    node.edges = [x.grad_fn if x.grad_fn is not None else (x if x.requires_grad else None)
+                  for x in inputs]
+    node.edge_nrs = [x._output_nr for x in inputs]
+    node.in_shapes = [x.shape for x in inputs]
+    node.in_requires = [x.requires_grad for x in inputs]
+    node.released = False
+    Node._counter += 1
+    node.seq = Node._counter
+    node.stack = anomaly.capture_stack() if anomaly.state.enabled else None
+    outs = out if isinstance(out, tuple) else (out,)
+    node.out_refs = [weakref.ref(o) for o in outs]
+    node.out_saved = (out if op.saves_out else None)
+    for o in outs:
+        if o.dtype.is_floating_point:
+            o.requires_grad = True
+            o.grad_fn = node
+
+
+def rebase_inplace(target: Tensor, result: Tensor) -> None:
+    """After `target.op_(...)` under autograd: the target's history continues from the result's."""
+    target.grad_fn = result.grad_fn
+    target._output_nr = result._output_nr
+    target.requires_grad = True
+    node = result.grad_fn
+    node.out_refs[result._output_nr] = weakref.ref(target)
+
+
+def _check_versions(node: Node) -> None:
+    for x, v in zip(node.saved, node.versions):
+        if v is not None and x._version[0] != v:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"in-place operation: the input of shape {tuple(x.shape)} saved by "
+                f"'{node.op.name}' is at version {x._version[0]}; expected version {v}. "
+                "Use clone() before the in-place op, or do the in-place op out of place.")
+
+
+def _call_vjp(node: Node, grads: list) -> tuple:
+    op = node.op
+    if node.released:
+        raise RuntimeError(
+            f"Trying to backward through the graph a second time (at '{op.name}'): the saved "
+            "tensors were freed after the first backward; pass retain_graph=True to keep them.")
+    _check_versions(node)
+    outs = node.out_saved
+    g = grads[0] if len(grads) == 1 else tuple(grads)
+    result = op.vjp(g, outs, *node.saved, **node.attrs)
+    if not isinstance(result, (tuple, list)):
+        result = (result,)
+    if len(result) != len(node.edges):
+        raise RuntimeError(f"the VJP of '{op.name}' returned {len(result)} gradients for "
+                           f"{len(node.edges)} inputs")
+    return result
+
+
+def _fit(grad: Tensor, shape: tuple, node: Node, i: int) -> Tensor:
+    if grad.shape == shape:
+        return grad
+    try:
+        return core_ops.sum_to(grad, shape=tuple(shape))
+    except Exception as exc:
+        raise RuntimeError(f"the VJP of '{node.op.name}' gave input {i} a gradient of shape "
+                           f"{tuple(grad.shape)}, which does not reduce to {tuple(shape)}") from exc
+
+
+def _run_hooks(t: Tensor, grad: Tensor) -> Tensor:
+    if t is not None and t._hooks:
+        for hook in list(t._hooks):
+            new = hook(grad)
+            if new is not None:
+                grad = new
+    return grad
+
+
+def _dependencies(roots: list) -> dict:
+    """How many gradient contributions each reachable node waits for."""
+    deps: dict = {}
+    stack = [n for n in roots if isinstance(n, Node)]
+    seen = set(id(n) for n in stack)
+    while stack:
+        node = stack.pop()
+        for e in node.edges:
+            if isinstance(e, Node):
+                deps[e] = deps.get(e, 0) + 1
+                if id(e) not in seen:
+                    seen.add(id(e))
+                    stack.append(e)
+    return deps
+
+
+def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
+                 capture: dict | None = None, accumulate: bool = True) -> None:
+    """Propagate `root_grads` from `roots` (tensors) through the tape.
+
+    `capture` maps id(tensor) -> None for `autograd.grad`: those tensors' gradients are stored in
+    it instead of (or, for leaves, as well as being withheld from) `.grad`.
+    """
+    prev_mode = state.grad_enabled
+    state.grad_enabled = create_graph
+    try:
+        _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate)
+    finally:
+        state.grad_enabled = prev_mode
+
+
+def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph) -> None:
+    grad = _run_hooks(leaf, grad)
+    if capture is not None and id(leaf) in capture:
+        prev = capture[id(leaf)]
+        capture[id(leaf)] = grad if prev is None else prev + grad
+    if accumulate:
+        if create_graph:
+            leaf.grad = grad if leaf.grad is None else leaf.grad + grad
+        elif leaf.grad is None:
+            # a copy: VJPs may hand one gradient to several inputs (add), or pass the seed through
+            leaf.grad = Tensor._wrap(grad._data.copy())
+        else:
+            leaf.grad = Tensor._wrap(leaf.grad._data + grad._data)
+
+
+def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
+    buffers: dict = {}   # node -> list of output grads
+    ready_roots = []
+    for t, g in zip(roots, root_grads):
+        if t.grad_fn is None:
+            if t.requires_grad:
+                _deliver_leaf(t, g, capture, accumulate, create_graph)
+            continue
+        node = t.grad_fn
+        buf = buffers.setdefault(node, [None] * len(node.out_refs))
+        i = t._output_nr
+        buf[i] = g if buf[i] is None else buf[i] + g
+        ready_roots.append(node)
+    deps = _dependencies(list({id(n): n for n in ready_roots}.values()))
+    queue = [n for n in {id(n): n for n in ready_roots}.values() if deps.get(n, 0) == 0]
+    while queue:
+        # the newest node first, like PyTorch's priority by sequence number
+        queue.sort(key=lambda n: n.seq)
+        node = queue.pop()
+        grads = buffers.pop(node)
+        outs = [r() for r in node.out_refs]
+        for i, o in enumerate(outs):
+            if grads[i] is None:
+                continue
+            grads[i] = _run_hooks(o, grads[i])
+            if o is not None and o._retains_grad:
+                o.grad = grads[i] if create_graph else grads[i].detach()
+            if capture is not None and o is not None and id(o) in capture:
+                capture[id(o)] = grads[i]
+        for i, o in enumerate(outs):
+            if grads[i] is None and len(grads) > 1 and _differentiable(node, i):
+                grads[i] = _zeros_for(node, i, outs[i])
+        in_grads = _call_vjp(node, grads)
+        anomaly.check(node, in_grads)
+        if not retain_graph:
+            node.released = True
+            node.saved = [s if isinstance(s, TensorType) else None for s in node.saved]
+            node.out_saved = None
+        for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
+            if edge is None or g is None or not node.in_requires[i]:
+                if isinstance(edge, Node):
+                    _release_dependency(edge, deps, queue)
+                continue
+            g = _fit(g, node.in_shapes[i], node, i)
+            if isinstance(edge, Node):
+                buf = buffers.setdefault(edge, [None] * len(edge.out_refs))
+                nr = node.edge_nrs[i]
+                buf[nr] = g if buf[nr] is None else buf[nr] + g
+                _release_dependency(edge, deps, queue)
+            else:
+                _deliver_leaf(edge, g, capture, accumulate, create_graph)
+
+
+def _release_dependency(edge: Node, deps: dict, queue: list) -> None:
+    deps[edge] -= 1
+    if deps[edge] == 0:
+        queue.append(edge)
+
+
+def _differentiable(node: Node, i: int) -> bool:
+    o = node.out_refs[i]()
+    return o is None or o.dtype.is_floating_point
+
+
+def _zeros_for(node: Node, i: int, out):
+    from dualflow.creation import zeros
+    if out is None:
+        raise RuntimeError(f"'{node.op.name}': output {i} was freed before backward")
+    return zeros(out.shape, dtype=out.dtype, device=out.device)
+
+
+def _seed(t: Tensor, g, what: str) -> Tensor:
+    from dualflow.creation import ones_like
+    if g is None:
+        if t.numel() != 1:
+            raise RuntimeError(f"{what}: grad can be implicitly created only for scalar outputs; "
+                               f"this output has shape {tuple(t.shape)}, so pass a gradient")
+        return ones_like(t)
+    if not isinstance(g, Tensor):
+        from dualflow.creation import tensor
+        g = tensor(g, dtype=t.dtype)
+    if tuple(g.shape) != tuple(t.shape):
+        raise RuntimeError(f"{what}: the gradient has shape {tuple(g.shape)} but the output has "
+                           f"shape {tuple(t.shape)}")
+    return g
+
+
+def _as_list(x) -> list:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False,
+             inputs=None) -> None:
+    """Accumulate d(tensors)/d(leaf) into every leaf's `.grad` (or only `inputs`' when given)."""
+    tensors = _as_list(tensors)
+    grads = _as_list(grad_tensors) if grad_tensors is not None else [None] * len(tensors)
+    for t in tensors:
+        if not t.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a "
+                               "grad_fn: nothing to differentiate (did you call it under no_grad, "
+                               "or forget requires_grad=True on the inputs?)")
+    seeds = [_seed(t, g, "backward") for t, g in zip(tensors, grads)]
+    retain = create_graph if retain_graph is None else retain_graph
+    if inputs is None:
+        run_backward(tensors, seeds, retain, create_graph)
+        return
+    inputs = _as_list(inputs)
+    capture = {id(x): None for x in inputs}
+    run_backward(tensors, seeds, retain, create_graph, capture=capture, accumulate=False)
+    for x in inputs:
+        g = capture[id(x)]
+        if g is not None:
+            g = g if create_graph else g.detach()
+            x.grad = g if x.grad is None else x.grad + g
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         allow_unused: bool = False, materialize_grads: bool = False) -> tuple:
+    """d(outputs)/d(inputs), returned rather than accumulated into `.grad`."""
+    single = isinstance(inputs, Tensor)
+    outputs, inputs = _as_list(outputs), _as_list(inputs)
+    gos = _as_list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
+    for x in inputs:
+        if not x.requires_grad:
+            raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+    for t in outputs:
+        if not t.requires_grad:
+            raise RuntimeError("autograd.grad: one of the outputs does not require grad")
+    seeds = [_seed(t, g, "autograd.grad") for t, g in zip(outputs, gos)]
+    capture = {id(x): None for x in inputs}
+    retain = create_graph if retain_graph is None else retain_graph
+    run_backward(outputs, seeds, retain, create_graph, capture=capture, accumulate=False)
+    result = []
+    for i, x in enumerate(inputs):
+        g = capture[id(x)]
+        if g is None:
+            if materialize_grads:
+                from dualflow.creation import zeros_like
+                g = zeros_like(x)
+            elif not allow_unused:
+                raise RuntimeError(f"autograd.grad: input {i} (shape {tuple(x.shape)}) was not "
+                                   "used to compute the outputs; pass allow_unused=True")
+        result.append(g)
+    return tuple(result)

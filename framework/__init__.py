@@ -1,0 +1,26 @@
+"""dualflow: one op layer, two front ends (eager autograd and static graphs)."""
+from __future__ import annotations
+
+from . import dtype as _dt
+from .dtype import (DType, bool_ as bool, float16, float32, float64, get_default_dtype,  # noqa: A004
+                    int8, int16, int32, int64, set_default_dtype, uint8)
+from .device import Device, cuda
+from .device import Device as device
+from .tensor import Tensor
+from . import ops
+from .ops import EXPORTS as _OP_EXPORTS, METHODS as _OP_METHODS
+from .tensor import install_methods as _install_methods
+from .creation import *  # noqa: F401,F403
+from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .mode import EAGER, GRAPH, get_mode, mode, set_mode
+
+half, float, double = float16, float32, float64  # noqa: A001
+short, int, long = int16, int32, int64  # noqa: A001
+
+_install_methods(_OP_METHODS)
+globals().update(_OP_EXPORTS)
+
+from dualflow import eager as autograd  # noqa: E402  (installs the tape recorder)
+from .eager_api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
+
+__version__ = "0.1.0"

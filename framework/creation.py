@@ -1,0 +1,197 @@
+"""Tensor creation, following PyTorch's signatures."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtype as dt
+from .device import CPU, Device, to_device_array
+from .ops import random as rops
+from .tensor import Tensor
+
+
+def _device(device) -> Device:
+    return CPU if device is None else Device(device)
+
+
+def _size(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or s < 0:
+            raise ValueError(f"sizes must be non-negative integers, got {tuple(size)}")
+    return tuple(int(s) for s in size)
+
+
+def _finish(array, device, requires_grad) -> Tensor:
+    t = Tensor._wrap(to_device_array(array, _device(device)))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(data) -> dt.DType:
+    arr = np.asarray(data)
+    if arr.dtype.kind == "f":
+        return dt.get_default_dtype() if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
+    if arr.dtype.kind in "iu":
+        return dt.int64 if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
+    if arr.dtype.kind == "b":
+        return dt.bool_
+    raise TypeError(f"tensor(): cannot make a tensor from data of type {arr.dtype}")
+
+
+def _to_array(data):
+    if isinstance(data, Tensor):
+        return data.detach().numpy()
+    if isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
+        return np.stack([_to_array(d) for d in data])
+    if not isinstance(data, np.ndarray) and hasattr(data, "__cuda_array_interface__"):
+        return data
+    return data
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor that copies `data` (nested lists, scalars, NumPy arrays or tensors)."""
+    data = _to_array(data)
+    d = dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data)
+    if hasattr(data, "__cuda_array_interface__") and not isinstance(data, np.ndarray):
+        arr = data.astype(d.np, copy=True)
+    else:
+        arr = np.array(data, dtype=d.np, copy=True)
+    return _finish(arr, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype) if (dtype or device) else data
+    if isinstance(data, np.ndarray) and (dtype is None or dt.to_dtype(dtype).np == data.dtype) \
+            and _device(device).type == "cpu":
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor that shares memory with `array`."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    dt.from_numpy_dtype(array.dtype)
+    return Tensor._wrap(array)
+
+
+def _filled(size, value, dtype, device, requires_grad) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype is not None else (
+        dt.scalar_dtype(value) if value is not None else dt.get_default_dtype())
+    xp = _device(device).xp
+    shape = _size(size)
+    arr = xp.empty(shape, dtype=d.np) if value is None else xp.full(shape, value, dtype=d.np)
+    return _finish(arr, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _filled(size, 0, dtype or dt.get_default_dtype(), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _filled(size, 1, dtype or dt.get_default_dtype(), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _filled(size, None, dtype or dt.get_default_dtype(), device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _filled((tuple(size),) if not isinstance(size, int) else (size,), fill_value, dtype,
+                   device, requires_grad)
+
+
+def _like(fn, t: Tensor, *args, dtype=None, device=None, requires_grad=False):
+    return fn(tuple(t.shape), *args, dtype=dtype or t.dtype, device=device or t.device,
+              requires_grad=requires_grad)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(zeros, t, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(ones, t, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(empty, t, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(tuple(t.shape), fill_value, dtype=dtype or t.dtype, device=device or t.device,
+                requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_float = any(isinstance(v, float) for v in (start, end, step))
+        dtype = dt.get_default_dtype() if is_float else dt.int64
+    d = dt.to_dtype(dtype)
+    arr = _device(device).xp.arange(start, end, step).astype(d.np)
+    return _finish(arr, device, requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype else dt.get_default_dtype()
+    arr = _device(device).xp.linspace(start, end, steps).astype(d.np)
+    return _finish(arr, device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype else dt.get_default_dtype()
+    return _finish(_device(device).xp.eye(n, m, dtype=d.np), device, requires_grad)
+
+
+def _random(op, size, dtype, device, requires_grad, generator, **attrs) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype else dt.get_default_dtype()
+    t = op(shape=_size(size), dtype=d, device=_device(device), generator=generator, **attrs)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _random(rops.uniform, size, dtype, device, requires_grad, generator)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _random(rops.normal, size, dtype, device, requires_grad, generator)
+
+
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() needs a size")
+    return rops.randint_op(shape=_size((size,) if not isinstance(size, int) else ((size,),)),
+                           dtype=dt.to_dtype(dtype) if dtype else dt.int64,
+                           device=_device(device), low=int(low), high=int(high),
+                           generator=generator)
+
+
+def randperm(n: int, generator=None, dtype=None, device=None) -> Tensor:
+    return rops.randperm_op(n=int(n), dtype=dt.to_dtype(dtype) if dtype else dt.int64,
+                            device=_device(device), generator=generator)
+
+
+def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return rand(tuple(t.shape), dtype=dtype or t.dtype, device=device or t.device,
+                requires_grad=requires_grad)
+
+
+def randn_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return randn(tuple(t.shape), dtype=dtype or t.dtype, device=device or t.device,
+                 requires_grad=requires_grad)
+
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
+           "ones_like", "empty_like", "full_like", "arange", "linspace", "eye", "rand", "randn",
+           "randint", "randperm", "rand_like", "randn_like"]

@@ -1,0 +1,89 @@
+"""The ops every other op leans on: dtype casts, device moves and the broadcast pair.
+
+`broadcast_to` and `sum_to` are each other's VJP; the autograd engine uses `sum_to` to reduce a
+broadcast gradient back to its input's shape, in one place for every op.
+"""
+from __future__ import annotations
+
+from .. import dtype as dt
+from ..device import Device, to_device_array
+from .opdef import TensorType, defop, not_exportable
+from .rules import ShapeError, broadcast_shapes
+
+
+def _sum_to_axes(shape: tuple, target: tuple) -> tuple[tuple, tuple]:
+    lead = len(shape) - len(target)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(target) if n == 1 and shape[lead + i] != 1)
+    return axes, lead
+
+
+def _sum_to_kernel(xp, x, shape):
+    if x.shape == tuple(shape):
+        return x
+    axes, _ = _sum_to_axes(x.shape, tuple(shape))
+    return x.sum(axis=axes, keepdims=True).reshape(shape) if axes else x.reshape(shape)
+
+
+def _sum_to_infer(x, shape):
+    if broadcast_shapes(x.shape, shape, op="sum_to") != tuple(x.shape):
+        raise ShapeError(f"sum_to: shape {tuple(x.shape)} does not broadcast from {tuple(shape)}")
+    return TensorType(tuple(shape), x.dtype, x.device)
+
+
+def _broadcast_infer(x, shape):
+    shape = tuple(shape)
+    if broadcast_shapes(x.shape, shape, op="broadcast_to") != shape:
+        raise ShapeError(f"broadcast_to: cannot broadcast shape {tuple(x.shape)} to {shape}")
+    return TensorType(shape, x.dtype, x.device)
+
+
+sum_to = defop(
+    "sum_to", _sum_to_kernel, _sum_to_infer,
+    vjp=lambda g, out, x, shape: (broadcast_to(g, shape=tuple(x.shape)),),
+    saves=(),
+    doc="Sum a broadcast array back down to `shape` (the reverse of broadcast_to).")
+broadcast_to = defop(
+    "broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)), _broadcast_infer,
+    vjp=lambda g, out, x, shape: (sum_to(g, shape=tuple(x.shape)),),
+    saves=(), view=True, onnx="Expand")
+
+
+cast = defop(
+    "cast", lambda xp, x, dtype: x.astype(dtype.np, copy=False),
+    lambda x, dtype: TensorType(x.shape, dtype, x.device),
+    vjp=lambda g, out, x, dtype: (cast(g, dtype=x.dtype) if x.dtype.is_floating_point else None,),
+    saves=(), elementwise=True, onnx="Cast")
+
+to_device = defop(
+    "to_device", lambda xp, x, device: to_device_array(x, device),
+    lambda x, device: TensorType(x.shape, x.dtype, device),
+    vjp=lambda g, out, x, device: (to_device(g, device=x.device),),
+    saves=(), onnx=not_exportable("device moves have no meaning in an ONNX model"))
+
+identity = defop(
+    "identity", lambda xp, x: x.copy(), lambda x: x,
+    vjp=lambda g, out, x: (g,), saves=(), elementwise=True, onnx="Identity",
+    doc="A copy (`clone`): a new buffer with the same values.")
+
+
+def clone(x):
+    return identity(x)
+
+
+def to_dtype(x, dtype) -> "Tensor":  # noqa: F821
+    dtype = dt.to_dtype(dtype)
+    return x if x.dtype is dtype else cast(x, dtype=dtype)
+
+
+def to(x, device) -> "Tensor":  # noqa: F821
+    device = Device(device)
+    return x if x.device == device else to_device(x, device=device)
+
+
+METHODS = {"clone": clone, "broadcast_to": lambda x, shape: broadcast_to(x, shape=tuple(shape)),
+           "expand_as": lambda x, other: broadcast_to(x, shape=tuple(other.shape)),
+           "float": lambda x: to_dtype(x, dt.float32), "double": lambda x: to_dtype(x, dt.float64),
+           "half": lambda x: to_dtype(x, dt.float16), "long": lambda x: to_dtype(x, dt.int64),
+           "int": lambda x: to_dtype(x, dt.int32), "bool": lambda x: to_dtype(x, dt.bool_)}
+EXPORTS = {"clone": clone, "broadcast_to": lambda x, shape: broadcast_to(x, shape=tuple(shape))}

@@ -1,0 +1,162 @@
+"""Op dispatch: promotion, the current interpreter, and the autograd hook.
+
+`apply(op, inputs, attrs)` promotes mixed dtypes and Python scalars (PyTorch's rules), hands the op
+to the current interpreter (eager runs the kernel; the graph tracer appends an IR node) and, when
+gradients are on and an input requires grad, lets the autograd engine (installed by
+`dualflow.eager`) record a tape entry. Recording is the same for both interpreters, which is why a
+`backward()` inside a traced function emits backward nodes: one autodiff for both modes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtype as dt
+from ..device import xp_of
+
+
+class _State:
+    grad_enabled = True
+    interpreters: list = []      # stack; empty means eager
+    record = None                # installed by dualflow.eager: record(op, inputs, attrs, out)
+    make_inplace_rebase = None   # installed by dualflow.eager
+
+
+state = _State()
+
+
+class OpError(RuntimeError):
+    """An op failed on the inputs it was given; the message names the op and the input shapes."""
+
+
+def _tensor_cls():
+    from ..tensor import Tensor
+    return Tensor
+
+
+def describe(inputs) -> str:
+    parts = []
+    for t in inputs:
+        if hasattr(t, "shape") and hasattr(t, "dtype"):
+            parts.append(f"{tuple(t.shape)} {getattr(t.dtype, 'name', t.dtype)}")
+        else:
+            parts.append(repr(t))
+    return ", ".join(parts)
+
+
+def _promote(op, inputs):
+    """Cast tensor inputs to the promoted dtype; turn Python scalars into 0-d tensors of it."""
+    Tensor = _tensor_cls()
+    dims, zero_dims, scalars = [], [], []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            (dims if x.ndim else zero_dims).append(x.dtype)
+        elif isinstance(x, (bool, int, float, np.number, np.bool_)):
+            scalars.append(x.item() if isinstance(x, (np.number, np.bool_)) else x)
+        else:
+            raise TypeError(f"{op.name}: expected a Tensor or a number, got {type(x).__name__}")
+    target = dt.promote(dims, zero_dims, scalars)
+    if not scalars and all(x.dtype is target for x in inputs):
+        return inputs
+    device = next((x.device for x in inputs if isinstance(x, Tensor)), None)
+    out = []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            out.append(x if x.dtype is target else cast(x, dtype=target))
+        else:
+            out.append(_scalar_tensor(x, target, device))
+    return tuple(out)
+
+
+def _scalar_tensor(value, dtype, device):
+    interp = state.interpreters[-1] if state.interpreters else EAGER
+    return interp.constant(value, dtype, device)
+
+
+def apply(op, inputs, attrs):
+    if op.promote:
+        inputs = _promote(op, inputs)
+    interp = state.interpreters[-1] if state.interpreters else EAGER
+    out = interp.run(op, inputs, attrs)
+    if state.grad_enabled and op.vjp is not None:
+        for x in inputs:
+            if x.requires_grad:
+                state.record(op, inputs, attrs, out)
+                break
+    return out
+
+
+class EagerInterpreter:
+    """Runs kernels at once on the arrays behind the tensors."""
+
+    def run(self, op, inputs, attrs):
+        Tensor = _tensor_cls()
+        try:
+            arrays = [x._data for x in inputs]
+        except AttributeError:
+            bad = next(x for x in inputs if not isinstance(x, Tensor))
+            raise TypeError(f"{op.name}: expected Tensor inputs, got {type(bad).__name__}") from None
+        xp = xp_of(arrays[0]) if arrays else attrs_xp(attrs)
+        try:
+            res = op.kernel(xp, *arrays, **attrs)
+        except (ValueError, IndexError, TypeError) as exc:
+            raise OpError(f"{op.name}: cannot apply to inputs ({describe(inputs)}) "
+                          f"with {attrs or 'no attributes'}: {exc}") from exc
+        if op.num_outputs == 1:
+            return Tensor._wrap(res if type(res) is np.ndarray else xp.asarray(res))
+        return tuple(Tensor._wrap(r if type(r) is np.ndarray else xp.asarray(r), i)
+                     for i, r in enumerate(res))
+
+    def constant(self, value, dtype, device):
+        Tensor = _tensor_cls()
+        xp = np if device is None else device.xp
+        return Tensor._wrap(xp.asarray(value, dtype=dtype.np))
+
+
+def attrs_xp(attrs):
+    device = attrs.get("device")
+    return np if device is None else device.xp
+
+
+EAGER = EagerInterpreter()
+
+
+def apply_inplace(op, target, others, attrs):
+    """`target.<op>_(*others)`: the result of `op(target, *others)` lands in target's storage.
+
+    Without autograd the kernel writes straight into the target (`out=`). With autograd, the
+    out-of-place result is copied in and the target's history is rebased onto the new node, as
+    PyTorch does; the shared version counter catches saved tensors that were overwritten.
+    """
+    Tensor = _tensor_cls()
+    needs_grad = state.grad_enabled and op.vjp is not None and (
+        target.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others))
+    if needs_grad and target.requires_grad and target.grad_fn is None:
+        raise RuntimeError(f"{op.name}_: a leaf tensor that requires grad is being used in an "
+                           "in-place operation; wrap it in `with dualflow.no_grad():` or clone it")
+    if state.interpreters:
+        return state.interpreters[-1].run_inplace(op, target, others, attrs)
+    if not needs_grad and op.out_arg:
+        inputs = _promote(op, (target, *others)) if op.promote else (target, *others)
+        if inputs[0] is target:
+            arrays = [x._data for x in inputs]
+            try:
+                op.kernel(xp_of(arrays[0]), *arrays, out=target._data, **attrs)
+            except (ValueError, TypeError) as exc:
+                raise OpError(f"{op.name}_: cannot update a tensor of shape {tuple(target.shape)} "
+                              f"in place with inputs ({describe(inputs)}): {exc}") from exc
+            target._version[0] += 1
+            return target
+    result = apply(op, (target, *others), attrs)
+    if result.shape != target.shape:
+        raise OpError(f"{op.name}_: the result shape {tuple(result.shape)} does not match the "
+                      f"in-place target's shape {tuple(target.shape)}")
+    target._data[...] = result._data
+    target._version[0] += 1
+    if result.requires_grad:
+        state.make_inplace_rebase(target, result)
+    return target
+
+
+def cast(x, dtype):
+    from .core import cast as cast_op
+    return cast_op(x, dtype=dtype)

@@ -1,0 +1,109 @@
+"""`OpDef`: everything about one op in one place, and the registry of all ops.
+
+An op's facts sit together: the kernel over `xp` (NumPy or CuPy), the shape/dtype rule, the VJP
+written with dualflow ops (so it runs eagerly, differentiates again and traces into graphs), flags
+that the graph passes read, and the ONNX lowering. Calling an `OpDef` hands it to `dispatch.apply`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..dtype import DType
+
+REGISTRY: dict[str, "OpDef"] = {}
+
+ALL_INPUTS = None  # `saves` default: the VJP may read every input
+
+
+class TensorType:
+    """The static facts of a tensor: what shape rules take and return, and what IR values carry."""
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape: tuple, dtype: DType, device: Any = None):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TensorType) and (self.shape, self.dtype, self.device) == (
+            other.shape, other.dtype, other.device)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype.name, str(self.device)))
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        short = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+                 "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}[self.dtype.name]
+        return f"{short}[{','.join(map(str, self.shape))}]"
+
+
+@dataclass(eq=False)
+class OpDef:
+    """One op. See DESIGN.md, "One op, defined once".
+
+    kernel(xp, *arrays, **attrs) -> array | tuple of arrays; when `out_arg` it also takes `out=`.
+    infer(*types, **attrs) -> TensorType | tuple: the shape/dtype rule (`None`: evaluate the kernel
+        on zero-filled inputs, used only for ops whose rule is the kernel's own, e.g. einsum).
+    vjp(grad, out, *inputs, **attrs) -> tuple of input gradients (Tensor or None), written with ops.
+        Inputs not listed in `saves` reach the VJP as their `TensorType` (shape, dtype, device),
+        so the tape does not keep their arrays alive; `saves_out` passes the output likewise.
+    """
+    name: str
+    kernel: Callable
+    infer: Callable | None = None
+    vjp: Callable | None = None
+    elementwise: bool = False
+    pure: bool = True
+    inplace: bool = False
+    view: bool = False
+    promote: bool = False          # cast tensor inputs to their common (PyTorch-promoted) dtype
+    out_arg: bool = False          # the kernel accepts `out=` (memory planner and in-place forms)
+    saves: tuple | None = ALL_INPUTS
+    saves_out: bool = False
+    num_outputs: int = 1
+    onnx: Any = None               # ONNX op name, a lowering function, or `not_exportable(reason)`
+    jvp: Callable | None = None    # forward-mode rule (tangent, out, *inputs, **attrs), written with ops
+    doc: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def __call__(self, *inputs, **attrs):
+        return apply(self, inputs, attrs)
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.name}>"
+
+
+def defop(name: str, kernel: Callable, infer: Callable | None = None, vjp: Callable | None = None,
+          **flags) -> OpDef:
+    """Create and register an op; a second op with the same name is an error (one OpDef per op)."""
+    if name in REGISTRY:
+        raise ValueError(f"op {name!r} is already registered")
+    op = OpDef(name, kernel, infer, vjp, **flags)
+    REGISTRY[name] = op
+    return op
+
+
+class not_exportable:  # noqa: N801 - used like a value in `onnx=` tables
+    """Marks an op that has no ONNX lowering, with the reason the exporter reports."""
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+from .dispatch import apply  # noqa: E402  (dispatch needs OpDef's module to exist first)

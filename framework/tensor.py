@@ -1,0 +1,253 @@
+"""`Tensor`: an array (NumPy or CuPy) plus the autograd facts about it.
+
+Methods and Python operators come from the op families' `METHODS` tables (see `ops/__init__.py`),
+so an op's public function and its method are defined once, next to the op.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtype as dt
+from .device import Device, device_of, to_device_array
+
+
+class Tensor:
+    __slots__ = ("_data", "requires_grad", "grad", "grad_fn", "_version", "_output_nr",
+                 "_retains_grad", "_hooks", "_base", "__weakref__")
+    __array_priority__ = 1000  # so `ndarray + Tensor` defers to Tensor.__radd__
+
+    def __init__(self, *args, dtype=None, device=None, requires_grad=False):
+        """`Tensor(data)` copies data like `tensor()`; `Tensor(2, 3)` is uninitialised float32."""
+        from .creation import tensor, empty
+        if len(args) == 1 and not isinstance(args[0], int):
+            src = tensor(args[0], dtype=dtype or dt.get_default_dtype(), device=device)
+        else:
+            src = empty(*args, dtype=dtype, device=device)
+        self._init(src._data, requires_grad)
+
+    def _init(self, data, requires_grad=False, output_nr=0):
+        self._data = data
+        self.requires_grad = requires_grad
+        self.grad = None
+        self.grad_fn = None
+        self._version = [0]
+        self._output_nr = output_nr
+        self._retains_grad = False
+        self._hooks = None
+        self._base = None
+
+    @classmethod
+    def _wrap(cls, data, output_nr: int = 0) -> "Tensor":
+        t = object.__new__(cls)
+        t._init(data, False, output_nr)
+        return t
+
+    # ---- facts -------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def dtype(self) -> dt.DType:
+        return dt.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self) -> Device:
+        return device_of(self._data)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # ---- leaving the framework ---------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on a tensor that requires grad; "
+                               "use tensor.detach().numpy() instead")
+        return to_device_array(self._data, Device("cpu"))
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted to a Python "
+                             f"scalar, this one has shape {tuple(self.shape)}")
+        return to_device_array(self._data, Device("cpu")).reshape(()).item()
+
+    def tolist(self):
+        return to_device_array(self._data, Device("cpu")).tolist()
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is "
+                               "ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.category != dt.INT or self.numel() != 1:
+            raise TypeError("only one-element integer tensors can be used as an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.detach().numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    # ---- autograd facts ------------------------------------------------------------------------
+    @property
+    def data(self) -> "Tensor":
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        self._data = value._data
+
+    @property
+    def _version_count(self) -> int:
+        return self._version[0]
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("requires_grad_(False) is only allowed on leaf tensors; use detach()")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype}")
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self) -> None:
+        if self.grad_fn is not None:
+            self._retains_grad = True
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        """`hook(grad) -> grad | None` runs when this tensor's gradient is computed."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require grad")
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+        hooks = self._hooks
+
+        class _Handle:
+            def remove(self_inner):
+                if hook in hooks:
+                    hooks.remove(hook)
+        return _Handle()
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        from dualflow.eager.engine import backward
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    def detach(self) -> "Tensor":
+        t = Tensor._wrap(self._data)
+        t._version = self._version
+        return t
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    # ---- movement ------------------------------------------------------------------------------
+    def to(self, *args, **kwargs) -> "Tensor":
+        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; copy only when needed."""
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, (Device, str)) and not (isinstance(a, str) and a in dt._BY_NAME):
+                device = Device(a)
+            else:
+                dtype = dt.to_dtype(a)
+        out = self
+        if dtype is not None and dt.to_dtype(dtype) is not self.dtype:
+            from .ops.core import cast
+            out = cast(out, dtype=dt.to_dtype(dtype))
+        if device is not None and Device(device) != out.device:
+            from .ops.core import to_device
+            out = to_device(out, device=Device(device))
+        return out
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> "Tensor":
+        return self.to(Device("cuda", index))
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"dualflow.{self.dtype.name}"
+        return self.to(dtype)
+
+    def __repr__(self) -> str:
+        from .printing import tensor_repr
+        return tensor_repr(self)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (self.detach().numpy(), self.requires_grad))
+
+
+def _rebuild(array, requires_grad):
+    t = Tensor._wrap(array)
+    t.requires_grad = requires_grad
+    return t
+
+
+def install_methods(table: dict) -> None:
+    """Attach an op family's public functions to `Tensor` as methods (OpDefs get a plain function
+    wrapper, so they bind `self` like any method)."""
+    from .ops.opdef import OpDef
+    from .ops.dispatch import apply
+    for name, fn in table.items():
+        if isinstance(fn, OpDef):
+            fn = _op_method(fn, apply)
+        setattr(Tensor, name, fn)
+
+
+def _op_method(op, apply):
+    def method(*inputs, **attrs):
+        return apply(op, inputs, attrs)
+    method.__name__ = op.name
+    return method
