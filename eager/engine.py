@@ -24,7 +24,7 @@ class InputMeta(TensorType):
     __slots__ = ("requires_grad",)
 
     def __init__(self, t: Tensor):
-        TensorType.__init__(self, t.shape, t.dtype, None)
+        TensorType.__init__(self, t.shape, t.dtype, t.device)
         self.requires_grad = t.requires_grad
 
     @property

@@ -25,10 +25,10 @@ def numerical_jacobian(fn, inputs, wrt: int, eps: float) -> list:
         orig = flat[j].item()
         flat[j] = orig + eps
         with no_grad():
-            plus = [o.detach().numpy().reshape(-1) for o in _outputs(fn, inputs)]
+            plus = [o.detach().numpy().reshape(-1).copy() for o in _outputs(fn, inputs)]
         flat[j] = orig - eps
         with no_grad():
-            minus = [o.detach().numpy().reshape(-1) for o in _outputs(fn, inputs)]
+            minus = [o.detach().numpy().reshape(-1).copy() for o in _outputs(fn, inputs)]
         flat[j] = orig
         for k in range(len(base)):
             jac[k][:, j] = (plus[k] - minus[k]) / (2 * eps)

@@ -102,7 +102,11 @@ class EagerInterpreter:
             raise OpError(f"{op.name}: cannot apply to inputs ({describe(inputs)}) "
                           f"with {attrs or 'no attributes'}: {exc}") from exc
         if op.num_outputs == 1:
-            return Tensor._wrap(res if type(res) is np.ndarray else xp.asarray(res))
+            out = Tensor._wrap(res if type(res) is np.ndarray else xp.asarray(res))
+            if op.view:  # views share the version counter, so in-place writes are seen
+                out._version = inputs[0]._version
+                out._base = inputs[0]
+            return out
         return tuple(Tensor._wrap(r if type(r) is np.ndarray else xp.asarray(r), i)
                      for i, r in enumerate(res))
 

@@ -100,6 +100,21 @@ def defop(name: str, kernel: Callable, infer: Callable | None = None, vjp: Calla
     return op
 
 
+def infer_type(op: OpDef, types: tuple, attrs: dict):
+    """The op's output type(s) for input types: its rule, or (for ops declared without one)
+    the kernel evaluated on zero-filled NumPy arrays of those types."""
+    if op.infer is not None:
+        return op.infer(*types, **attrs)
+    import numpy as np
+    from ..dtype import from_numpy_dtype
+    res = op.kernel(np, *[np.zeros(t.shape, t.dtype.np) for t in types], **attrs)
+    device = types[0].device if types else attrs.get("device")
+    if op.num_outputs == 1:
+        res = np.asarray(res)
+        return TensorType(res.shape, from_numpy_dtype(res.dtype), device)
+    return tuple(TensorType(np.shape(r), from_numpy_dtype(np.asarray(r).dtype), device) for r in res)
+
+
 class not_exportable:  # noqa: N801 - used like a value in `onnx=` tables
     """Marks an op that has no ONNX lowering, with the reason the exporter reports."""
     def __init__(self, reason: str):
