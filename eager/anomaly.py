@@ -19,7 +19,7 @@ def check(node, in_grads) -> None:
     if not state.enabled:
         return
     for i, g in enumerate(in_grads):
-        if g is None or not hasattr(g, "_data"):
+        if g is None or getattr(g, "_data", None) is None:  # None, or a traced value
             continue
         xp_nan = g._data != g._data
         if bool(xp_nan.any()):

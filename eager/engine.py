@@ -176,7 +176,7 @@ def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph)
         prev = capture[id(leaf)]
         capture[id(leaf)] = grad if prev is None else prev + grad
     if accumulate:
-        if create_graph:
+        if create_graph or state.interpreters:  # op-level when tracing: grads are IR values
             leaf.grad = grad if leaf.grad is None else leaf.grad + grad
         elif leaf.grad is None:
             # a copy: VJPs may hand one gradient to several inputs (add), or pass the seed through

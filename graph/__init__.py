@@ -1,1 +1,14 @@
-"""Placeholder until this package lands."""
+"""Graph mode: IR, tracer, passes, code generation and the compiled-call machinery."""
+from dualflow.ops.opdef import TensorType
+
+from .cache import GraphCache
+from .compiler import compile_graph
+from .executable import Executable, GraphRuntimeError
+from .interpreter import interpret
+from .ir import Graph, GraphError, Node, Value
+from .trace import Trace, signature
+from .tracer import TraceError, TracedTensor, Tracer, tracing, user_source
+
+__all__ = ["Graph", "Node", "Value", "TensorType", "GraphError", "Tracer", "TracedTensor",
+           "TraceError", "tracing", "user_source", "Trace", "signature", "compile_graph",
+           "Executable", "GraphRuntimeError", "interpret", "GraphCache"]

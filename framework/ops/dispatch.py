@@ -115,6 +115,11 @@ class EagerInterpreter:
         xp = np if device is None else device.xp
         return Tensor._wrap(xp.asarray(value, dtype=dtype.np))
 
+    def store(self, target, result) -> None:
+        """Write an in-place op's result into the target's own storage."""
+        target._data[...] = result._data
+        target._version[0] += 1
+
 
 def attrs_xp(attrs):
     device = attrs.get("device")
@@ -137,9 +142,8 @@ def apply_inplace(op, target, others, attrs):
     if needs_grad and target.requires_grad and target.grad_fn is None:
         raise RuntimeError(f"{op.name}_: a leaf tensor that requires grad is being used in an "
                            "in-place operation; wrap it in `with dualflow.no_grad():` or clone it")
-    if state.interpreters:
-        return state.interpreters[-1].run_inplace(op, target, others, attrs)
-    if not needs_grad and op.out_arg:
+    interp = state.interpreters[-1] if state.interpreters else EAGER
+    if not needs_grad and op.out_arg and interp is EAGER:
         inputs = _promote(op, (target, *others)) if op.promote else (target, *others)
         if inputs[0] is target:
             arrays = [x._data for x in inputs]
@@ -154,8 +158,9 @@ def apply_inplace(op, target, others, attrs):
     if result.shape != target.shape:
         raise OpError(f"{op.name}_: the result shape {tuple(result.shape)} does not match the "
                       f"in-place target's shape {tuple(target.shape)}")
-    target._data[...] = result._data
-    target._version[0] += 1
+    if result.dtype is not target.dtype:
+        result = cast(result, dtype=target.dtype)
+    interp.store(target, result)
     if result.requires_grad:
         state.make_inplace_rebase(target, result)
     return target

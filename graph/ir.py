@@ -1,0 +1,156 @@
+"""The IR: a single-assignment list of nodes over typed values.
+
+`print(graph)` reads like a jaxpr: `%3:f32[32,128] = relu %2    # model.0 (mlp.py:12)`. Every node
+keeps the op, its attrs, the module scope it was traced in and the user's source line, so errors
+and reports point at user code. Parameters and buffers are bound by reference to the eager
+Module's tensors; in-place writes to them are explicit `state_updates`.
+"""
+from __future__ import annotations
+
+from dualflow.ops.opdef import OpDef, TensorType, infer_type
+
+
+class Value:
+    """One SSA value. `kind` is 'input', 'param' (bound by reference to an eager tensor),
+    'const' (a captured array) or 'node' (produced by `producer`)."""
+    __slots__ = ("id", "type", "kind", "producer", "ref", "name")
+
+    def __init__(self, vid: int, vtype: TensorType, kind: str, producer=None, ref=None, name=""):
+        self.id, self.type, self.kind = vid, vtype, kind
+        self.producer, self.ref, self.name = producer, ref, name
+
+    def __repr__(self) -> str:
+        return f"%{self.id}"
+
+
+class Node:
+    __slots__ = ("op", "inputs", "attrs", "outputs", "scope", "source")
+
+    def __init__(self, op: OpDef, inputs: list, attrs: dict, outputs: list, scope: str = "",
+                 source: str = ""):
+        self.op, self.inputs, self.attrs, self.outputs = op, inputs, attrs, outputs
+        self.scope, self.source = scope, source
+
+    def where(self) -> str:
+        parts = [p for p in (self.scope, f"({self.source})" if self.source else "") if p]
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        outs = ", ".join(f"{v}:{v.type}" for v in self.outputs)
+        attrs = " ".join(f"{k}={_short(v)}" for k, v in self.attrs.items())
+        args = " ".join(map(repr, self.inputs))
+        line = f"{outs} = {self.op.name}" + (f"[{attrs}]" if attrs else "") + (f" {args}" if args else "")
+        where = self.where()
+        return f"{line:<60}  # {where}" if where else line
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if hasattr(v, "name") and not isinstance(v, (str, tuple)):
+        return str(v.name)
+    text = repr(v) if not isinstance(v, str) else v
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Graph:
+    """inputs → nodes → outputs, plus params/consts bound by reference and state updates."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.inputs: list[Value] = []
+        self.params: list[Value] = []        # Value.ref is the eager Tensor
+        self.consts: list[Value] = []        # Value.ref is the array
+        self.nodes: list[Node] = []
+        self.outputs: list[Value] = []
+        self.state_updates: list[tuple] = []  # (eager Tensor, Value): write value into tensor
+        self._next_id = 0
+
+    # ---- construction ---------------------------------------------------------------------
+    def new_value(self, vtype: TensorType, kind: str, producer=None, ref=None, name="") -> Value:
+        v = Value(self._next_id, vtype, kind, producer, ref, name)
+        self._next_id += 1
+        return v
+
+    def add_input(self, vtype: TensorType, name: str = "") -> Value:
+        v = self.new_value(vtype, "input", name=name)
+        self.inputs.append(v)
+        return v
+
+    def add_param(self, tensor, name: str = "") -> Value:
+        v = self.new_value(TensorType(tensor.shape, tensor.dtype, tensor.device), "param",
+                           ref=tensor, name=name)
+        self.params.append(v)
+        return v
+
+    def add_const(self, array, vtype: TensorType) -> Value:
+        v = self.new_value(vtype, "const", ref=array)
+        self.consts.append(v)
+        return v
+
+    def add_node(self, op: OpDef, inputs: list, attrs: dict, out_types, scope: str = "",
+                 source: str = "") -> Node:
+        types = out_types if isinstance(out_types, tuple) else (out_types,)
+        node = Node(op, list(inputs), dict(attrs), [], scope, source)
+        node.outputs = [self.new_value(t, "node", producer=node) for t in types]
+        self.nodes.append(node)
+        return node
+
+    # ---- inspection -----------------------------------------------------------------------
+    def __str__(self) -> str:
+        lines = [f"graph {self.name}("]
+        for v in self.inputs:
+            lines.append(f"    {v}:{v.type}{'  # ' + v.name if v.name else ''}")
+        lines.append(") {")
+        for v in self.params:
+            lines.append(f"  {v}:{v.type} = param {v.name}")
+        for v in self.consts:
+            lines.append(f"  {v}:{v.type} = const")
+        for n in self.nodes:
+            lines.append(f"  {n!r}")
+        for t, v in self.state_updates:
+            lines.append(f"  state {self._param_name(t)} <- {v}")
+        lines.append(f"  return {', '.join(map(repr, self.outputs))}")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def _param_name(self, tensor) -> str:
+        for v in self.params:
+            if v.ref is tensor:
+                return v.name or repr(v)
+        return f"<tensor {tuple(tensor.shape)}>"
+
+    def users(self) -> dict:
+        """value id -> list of nodes reading it."""
+        out: dict = {}
+        for n in self.nodes:
+            for v in n.inputs:
+                out.setdefault(v.id, []).append(n)
+        return out
+
+    def verify(self) -> None:
+        """Def-before-use, single assignment, and every node's types against its op's rule."""
+        defined = {v.id for v in self.inputs + self.params + self.consts}
+        for n in self.nodes:
+            for v in n.inputs:
+                if v.id not in defined:
+                    raise GraphError(f"{n.op.name} reads {v} before it is defined  # {n.where()}")
+            types = tuple(v.type for v in n.inputs)
+            expect = infer_type(n.op, types, n.attrs)
+            expect = expect if isinstance(expect, tuple) else (expect,)
+            got = tuple(v.type for v in n.outputs)
+            if tuple((tuple(t.shape), t.dtype) for t in expect) != tuple(
+                    (tuple(t.shape), t.dtype) for t in got):
+                raise GraphError(f"{n.op.name}: outputs typed {got} but the rule gives {expect}"
+                                 f"  # {n.where()}")
+            for v in n.outputs:
+                if v.id in defined:
+                    raise GraphError(f"{v} is assigned twice  # {n.where()}")
+                defined.add(v.id)
+        for v in self.outputs + [v for _, v in self.state_updates]:
+            if v.id not in defined:
+                raise GraphError(f"graph output {v} is never defined")
+
+
+class GraphError(RuntimeError):
+    """An IR invariant does not hold."""

@@ -1,0 +1,149 @@
+"""`set_mode(GRAPH)`: a top-level Module call compiles its forward and replays it.
+
+When gradients are needed, forward and backward come from one joint trace, split into a forward
+graph (that saves the residuals backward needs) and a backward graph; the compiled call then joins
+eager autograd as one tape node, so an ordinary loop (`loss.backward(); opt.step()`) runs
+unchanged, compiled. Compiled graphs are cached per module and input signature.
+"""
+from __future__ import annotations
+
+import weakref
+
+from dualflow.eager import engine
+from dualflow.ops import dispatch
+from dualflow.tensor import Tensor
+
+from .cache import GraphCache
+from .compiler import compile_graph
+from .pytree import flatten, unflatten
+from .split import split_forward_backward
+from .trace import Trace, signature
+from .tracer import tracing
+
+_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def module_call(module, args: tuple, kwargs: dict):
+    """Installed as `dualflow.nn.module._graph_call`."""
+    tr = tracing()
+    if tr is not None:  # a submodule inside a trace: just record its scope
+        tr.scopes.append(tr.module_names.get(id(module), type(module).__name__))
+        try:
+            return module._call_impl(*args, **kwargs)
+        finally:
+            tr.scopes.pop()
+    if kwargs:
+        keys = tuple(kwargs)
+        args = tuple(args) + tuple(kwargs[k] for k in keys)
+    else:
+        keys = ()
+    params = [p for p in module.parameters() if p.requires_grad]
+    needs_grad = dispatch.state.grad_enabled and (
+        bool(params) or any(isinstance(a, Tensor) and a.requires_grad for a in args))
+    training = tuple(m.training for m in module.modules())
+    key = signature(args, (training, needs_grad, keys))
+    cache = _caches.get(module)
+    if cache is None:
+        cache = _caches[module] = GraphCache(type(module).__name__)
+    entry = cache.get(key)
+    if entry is None:
+        entry = _compile(module, args, keys, needs_grad, params)
+        cache.put(key, entry)
+    return entry.run(args)
+
+
+def _names(module) -> tuple[dict, dict]:
+    names = {id(t): n for n, t in module.named_parameters()}
+    names.update({id(t): n for n, t in module.named_buffers()})
+    module_names = {id(m): n for n, m in module.named_modules()}
+    return names, module_names
+
+
+def _call(module, traced_args, keys):
+    n = len(traced_args) - len(keys)
+    return module._call_impl(*traced_args[:n], **dict(zip(keys, traced_args[n:])))
+
+
+def _compile(module, args, keys, needs_grad, params):
+    names, module_names = _names(module)
+    trace = Trace(type(module).__name__, names, module_names)
+    with trace:
+        traced = trace.inputs(args)
+        out = _call(module, traced, keys)
+        leaves, tree = flatten(out, f"{type(module).__name__}.forward() output")
+        n_out = len(leaves)
+        if not needs_grad:
+            trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
+            exe, report = compile_graph(trace.graph)
+            return ForwardEntry(exe, tree)
+        wrt = params + [t for t in traced if isinstance(t, Tensor) and t.requires_grad]
+        diff = [t for t in leaves if t.requires_grad]
+        seeds = [trace.tracer.input(t._value.type, f"grad_{i}") for i, t in enumerate(diff)]
+        grads = engine.grad(diff, wrt, seeds, allow_unused=True) if diff else [None] * len(wrt)
+    have = [i for i, g in enumerate(grads) if g is not None]
+    trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves] + [
+        trace.tracer.value_of(grads[i]) for i in have]
+    fwd, bwd, residuals = split_forward_backward(trace.graph, n_out, [s._value for s in seeds])
+    fwd_exe, _ = compile_graph(fwd)
+    bwd_exe, _ = compile_graph(bwd)
+    input_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    diff_positions = [i for i, t in enumerate(leaves) if t.requires_grad]
+    return JointEntry(fwd_exe, bwd_exe, tree, n_out, len(residuals), params, input_positions,
+                      diff_positions, have, type(module).__name__)
+
+
+def _arrays(args) -> list:
+    return [a._data for a in args if isinstance(a, Tensor)]
+
+
+class ForwardEntry:
+    def __init__(self, exe, tree):
+        self.exe, self.tree = exe, tree
+
+    def run(self, args):
+        outs = self.exe(_arrays(args))
+        return unflatten(self.tree, [Tensor._wrap(o) for o in outs])
+
+
+class _CompiledBackward:
+    """Plays an OpDef's part in the tape node of a compiled call: its VJP runs the backward graph."""
+    saves = ()
+    saves_out = False
+
+    def __init__(self, entry, residuals):
+        self.name = f"compiled_{entry.name}"
+        self.entry, self.residuals = entry, residuals
+
+    def vjp(self, grads, out, *inputs):
+        if dispatch.state.grad_enabled:
+            raise RuntimeError(f"{self.name}: double backward (create_graph=True) through a "
+                               "compiled GRAPH-mode call is not supported; run it in eager mode")
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        e = self.entry
+        seeds = [grads[i]._data for i in e.diff_positions]
+        res = e.bwd(self.residuals + seeds)
+        full = [None] * (len(e.params) + len(e.input_positions))
+        for slot, arr in zip(e.have, res):
+            full[slot] = Tensor._wrap(arr)
+        return tuple(full)
+
+
+class JointEntry:
+    def __init__(self, fwd, bwd, tree, n_out, n_res, params, input_positions, diff_positions,
+                 have, name):
+        self.fwd, self.bwd, self.tree, self.n_out, self.n_res = fwd, bwd, tree, n_out, n_res
+        self.params, self.input_positions = params, input_positions
+        self.diff_positions, self.have, self.name = diff_positions, have, name
+
+    def run(self, args):
+        res = self.fwd(_arrays(args))
+        outs = [Tensor._wrap(o) for o in res[:self.n_out]]
+        op = _CompiledBackward(self, res[self.n_out:])
+        inputs = self.params + [args[i] for i in self.input_positions]
+        diff = [outs[i] for i in self.diff_positions]
+        if diff:
+            engine.record(op, inputs, {}, tuple(outs) if len(outs) > 1 else outs[0])
+            for i, o in enumerate(outs):  # record() marks float outputs; keep only differentiable
+                if i not in self.diff_positions:
+                    o.requires_grad, o.grad_fn = False, None
+        return unflatten(self.tree, outs)

@@ -1,0 +1,66 @@
+"""Tracing a Python callable into a Graph, and the signature compiled graphs are cached by."""
+from __future__ import annotations
+
+from dualflow.mode import GRAPH, get_mode, set_mode
+from dualflow.ops import dispatch
+from dualflow.ops.opdef import TensorType
+from dualflow.tensor import Tensor
+
+from .ir import Graph
+from .pytree import flatten
+from .tracer import TracedTensor, Tracer
+
+
+def signature(args, extra=()) -> tuple:
+    """What a compiled graph depends on besides tensor values."""
+    key = []
+    for a in args:
+        if isinstance(a, Tensor):
+            key.append((tuple(a.shape), a.dtype.name, str(a.device), a.requires_grad))
+        elif isinstance(a, (tuple, list)):
+            key.append((type(a).__name__, signature(a)))
+        else:
+            key.append(("py", repr(a)))
+    return tuple(key) + tuple(extra) + (dispatch.state.grad_enabled,)
+
+
+class Trace:
+    """A tracing session: the graph being built, its tracer, and the traced inputs."""
+
+    def __init__(self, name: str, names: dict | None = None, module_names: dict | None = None):
+        self.graph = Graph(name)
+        self.tracer = Tracer(self.graph, names)
+        self.tracer.module_names = module_names or {}
+        self._prev_mode = None
+
+    def inputs(self, args) -> list:
+        """Replace tensor arguments by traced graph inputs (other arguments are baked in)."""
+        out = []
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                out.append(self.tracer.input(TensorType(a.shape, a.dtype, a.device),
+                                             f"input{i}", a.requires_grad))
+            else:
+                out.append(a)
+        return out
+
+    def __enter__(self) -> "Trace":
+        dispatch.state.interpreters.append(self.tracer)
+        self._prev_mode = get_mode()
+        set_mode(GRAPH)  # nested Module calls report their scope to the tracer
+        return self
+
+    def __exit__(self, *exc):
+        dispatch.state.interpreters.pop()
+        set_mode(self._prev_mode)
+        return False
+
+    def set_outputs(self, result, what: str = "build() output") -> object:
+        """Make `result`'s tensors the graph outputs; returns the tree to rebuild it."""
+        leaves, tree = flatten(result, what)
+        self.graph.outputs = [self.tracer.value_of(t) for t in leaves]
+        return tree
+
+
+def is_traced(t) -> bool:
+    return isinstance(t, TracedTensor)

@@ -1,0 +1,179 @@
+"""The tracer: an interpreter that appends IR nodes instead of running kernels.
+
+While it is active (pushed on the dispatcher's interpreter stack) every op call — forward code,
+VJP rules run by `loss.backward()`, optimizer updates — becomes a node. Eager tensors met along
+the way (parameters, buffers, optimizer state, constants made in `build`) are bound by reference;
+in-place writes to them become state updates applied after each replay.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+import dualflow
+from dualflow.ops import dispatch
+from dualflow.ops.opdef import TensorType, infer_type
+from dualflow.tensor import Tensor
+
+from .ir import Graph
+
+_PACKAGE_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (
+    dualflow, dualflow.eager, sys.modules[__package__]))
+
+
+def _internal(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIRS) or filename.startswith(_nn_dir())
+
+
+def _nn_dir() -> str:
+    nn = sys.modules.get("dualflow.nn")
+    return os.path.dirname(nn.__file__) + os.sep if nn and nn.__file__ else "\0"
+
+
+def user_source(depth: int = 1) -> str:
+    """`file.py:line` of the innermost frame outside dualflow itself: the user's code."""
+    f = sys._getframe(depth)
+    while f is not None and _internal(f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        return ""
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+class TraceError(RuntimeError):
+    """Something a static graph cannot express happened while tracing."""
+
+
+def _read_error(what: str) -> TraceError:
+    return TraceError(
+        f"a tensor value was read while tracing ({what}) at {user_source(3)}: a static graph "
+        "cannot depend on data values. Use tensor ops such as dualflow.where instead of Python "
+        "control flow on tensors, or run this code in eager mode.")
+
+
+class TracedTensor(Tensor):
+    """A tensor standing for an IR value: it has a type but no data."""
+    __slots__ = ("_value", "_tracer")
+
+    @property
+    def shape(self) -> tuple:
+        return self._value.type.shape
+
+    @property
+    def dtype(self):
+        return self._value.type.dtype
+
+    @property
+    def device(self):
+        return self._value.type.device
+
+    def numpy(self):
+        raise _read_error(".numpy()")
+
+    def item(self):
+        raise _read_error(".item()")
+
+    def tolist(self):
+        raise _read_error(".tolist()")
+
+    def __bool__(self):
+        raise _read_error("bool(tensor), e.g. an `if` or `while` on a tensor")
+
+    def __float__(self):
+        raise _read_error("float(tensor)")
+
+    def __int__(self):
+        raise _read_error("int(tensor)")
+
+    def __index__(self):
+        raise _read_error("using a tensor as a Python index")
+
+    def __array__(self, dtype=None, copy=None):
+        raise _read_error("conversion to a NumPy array")
+
+    def detach(self) -> "TracedTensor":
+        return self._tracer.wrap(self._value)
+
+    def __repr__(self) -> str:
+        return f"tensor(<traced {self._value}:{self._value.type}>)"
+
+
+class Tracer:
+    """Builds one `Graph`. `names` maps id(eager tensor) -> a readable name (state_dict key)."""
+
+    def __init__(self, graph: Graph, names: dict | None = None):
+        self.graph = graph
+        self.names = names or {}
+        self.bound: dict = {}     # id(eager tensor) -> current Value (param, or after a state update)
+        self.scopes: list = []
+
+    # ---- values ---------------------------------------------------------------------------
+    def wrap(self, value, output_nr: int = 0) -> TracedTensor:
+        t = object.__new__(TracedTensor)
+        t._init(None, False, output_nr)
+        t._value = value
+        t._tracer = self
+        return t
+
+    def value_of(self, x):
+        if isinstance(x, TracedTensor):
+            if x._tracer is not self:
+                raise TraceError(f"a tensor traced by another graph was used at {user_source()}")
+            return x._value
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected a Tensor, got {type(x).__name__}")
+        v = self.bound.get(id(x))
+        if v is None:
+            v = self.graph.add_param(x, self.names.get(id(x), ""))
+            self.bound[id(x)] = v
+        return v
+
+    def input(self, vtype: TensorType, name: str = "", requires_grad: bool = False) -> TracedTensor:
+        t = self.wrap(self.graph.add_input(vtype, name))
+        t.requires_grad = requires_grad
+        return t
+
+    def scope(self) -> str:
+        return ".".join(s for s in self.scopes if s)
+
+    # ---- the interpreter protocol ---------------------------------------------------------
+    def run(self, op, inputs, attrs):
+        values = [self.value_of(x) for x in inputs]
+        types = tuple(v.type for v in values)
+        source = user_source(3)
+        try:
+            out_types = infer_type(op, types, attrs)
+        except Exception as exc:
+            where = f" (in {self.scope()})" if self.scope() else ""
+            raise dispatch.OpError(f"{op.name}: {exc}; inputs {list(types)} at {source}{where}") \
+                from exc
+        node = self.graph.add_node(op, values, attrs, out_types, self.scope(), source)
+        outs = [self.wrap(v, i) for i, v in enumerate(node.outputs)]
+        return outs[0] if op.num_outputs == 1 else tuple(outs)
+
+    def constant(self, value, dtype, device):
+        arr = np.asarray(value, dtype=dtype.np)
+        if device is not None and device.type != "cpu":
+            arr = device.xp.asarray(arr)
+        return self.wrap(self.graph.add_const(arr, TensorType((), dtype, device)))
+
+    def store(self, target, result) -> None:
+        """After `target.op_(...)`: the target now names the result's value."""
+        if isinstance(target, TracedTensor):
+            target._value = result._value
+            return
+        self.bound[id(target)] = result._value
+        updates = self.graph.state_updates
+        for i, (t, _) in enumerate(updates):
+            if t is target:
+                updates[i] = (target, result._value)
+                return
+        updates.append((target, result._value))
+
+
+def tracing() -> Tracer | None:
+    """The active tracer, if any."""
+    interps = dispatch.state.interpreters
+    return interps[-1] if interps and isinstance(interps[-1], Tracer) else None
