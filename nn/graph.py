@@ -1,0 +1,300 @@
+"""`nn.Graph`: OneFlow's static-graph front end.
+
+Subclass it, assign modules in `__init__`, write `build`; the first call traces `build` (forward,
+`loss.backward()` and, with `add_optimizer`, the optimizer step and zero-grad) into one IR graph,
+optimises and compiles it; later calls with the same input signature replay the compiled code.
+
+A training graph's first call runs eagerly once: optimizers create their state (momentum buffers,
+Adam moments) lazily on the first step, exactly like PyTorch, and the graph is traced on the next
+call with that state in place, so every replay is the steady-state update.
+"""
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+
+import dualflow as flow
+from dualflow.graph import Trace, TraceError, TracedTensor, compile_graph, signature
+from dualflow.graph.cache import GraphCache
+from dualflow.graph.pytree import flatten, unflatten
+from dualflow.mode import EAGER, mode
+from dualflow.tensor import Tensor
+
+from .module import Module
+
+
+class GraphConfig:
+    """Per-graph compile options (OneFlow's `graph.config`)."""
+
+    def __init__(self):
+        self.gradient_accumulation_steps = 1
+        self.disabled_passes: set = set()
+        self.verify = False
+        self.amp_dtype = None
+
+    def set_gradient_accumulation_steps(self, steps: int) -> None:
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"gradient accumulation steps must be a positive int, got {steps!r}")
+        self.gradient_accumulation_steps = steps
+
+    def disable_pass(self, name: str) -> None:
+        from dualflow.graph.passes import DEFAULT_PASSES
+        known = [n for n, _ in DEFAULT_PASSES]
+        if name not in known:
+            raise ValueError(f"unknown graph pass {name!r}; the passes are {known}")
+        self.disabled_passes.add(name)
+
+    def enable_pass(self, name: str) -> None:
+        self.disabled_passes.discard(name)
+
+
+class _LrBinding:
+    """A group's learning rate as a graph input: schedulers keep working in compiled graphs."""
+
+    def __init__(self, group: dict):
+        self.group = group
+        self.tensor = flow.tensor(float(group["lr"]), dtype=flow.float64)
+
+    def refresh(self) -> None:
+        self.tensor._data[...] = float(self.group["lr"])
+
+    def refresh_group(self) -> None:
+        """Put the Python float back after tracing (schedulers own `group['lr']`)."""
+        self.group["lr"] = self.saved
+
+
+class _TrainEntry:
+    def __init__(self, exe, tree, n_out, grad_params, lr_bindings, report):
+        self.exe, self.tree, self.n_out = exe, tree, n_out
+        self.grad_params, self.lr_bindings, self.report = grad_params, lr_bindings, report
+
+    def run(self, args):
+        for b in self.lr_bindings:
+            b.refresh()
+        res = self.exe([a._data for a in args if isinstance(a, Tensor)])
+        for p, arr in zip(self.grad_params, res[self.n_out:]):
+            p.grad = Tensor._wrap(arr) if p.grad is None else Tensor._wrap(p.grad._data + arr)
+        return unflatten(self.tree, [Tensor._wrap(o) for o in res[:self.n_out]])
+
+
+class Graph:
+    """Subclass, assign modules in `__init__`, override `build(*inputs)`; call it like a function."""
+
+    def __init__(self):
+        object.__setattr__(self, "_modules", OrderedDict())
+        self.config = GraphConfig()
+        self._optimizers: list = []
+        self._cache = GraphCache(type(self).__name__)
+        self._debug_level = -1
+        self._last = None
+        self._warmed = False
+        self._lr_bindings: dict = {}
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def build(self, *args):
+        raise NotImplementedError(f"{type(self).__name__} must override build(self, ...)")
+
+    # ---- OneFlow's graph API ---------------------------------------------------------------
+    def add_optimizer(self, optimizer, *, lr_sch=None) -> None:
+        """Put `optimizer.step()`, `zero_grad()` (and `lr_sch.step()` after each call) in the graph."""
+        self._optimizers.append((optimizer, lr_sch))
+
+    def debug(self, v_level: int = 0) -> None:
+        """v_level >= 0 prints each compiled graph's report; >= 1 also its IR."""
+        self._debug_level = v_level
+
+    def cache_info(self) -> dict:
+        return self._cache.info()
+
+    @property
+    def training(self) -> bool:
+        return bool(self._optimizers) or any(m.training for m in self._modules.values())
+
+    def state_dict(self) -> dict:
+        out = OrderedDict()
+        for name, m in self._modules.items():
+            out.update(m.state_dict(prefix=f"{name}."))
+        return out
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True):
+        missing, unexpected = [], list(state_dict)
+        for name, m in self._modules.items():
+            sub = {k[len(name) + 1:]: v for k, v in state_dict.items() if k.startswith(name + ".")}
+            unexpected = [k for k in unexpected if not k.startswith(name + ".")]
+            res = m.load_state_dict(sub, strict=strict)
+            missing += [f"{name}.{k}" for k in res[0]]
+        if strict and unexpected:
+            raise RuntimeError(f"unexpected keys in state_dict: {unexpected}")
+        return missing, unexpected
+
+    # ---- inspection ------------------------------------------------------------------------
+    @property
+    def ir(self):
+        """The last compiled graph's IR (None before the first compile)."""
+        return self._last.exe.graph if self._last else None
+
+    @property
+    def code(self) -> str | None:
+        """The generated Python source of the last compiled graph."""
+        return self._last.exe.code if self._last else None
+
+    def compile_report(self) -> dict | None:
+        return self._last.report if self._last else None
+
+    def __repr__(self) -> str:
+        if self._last is not None:
+            return str(self._last.exe.graph)
+        lines = [f"{type(self).__name__}("]
+        for name, m in self._modules.items():
+            body = repr(m).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    # ---- calling ---------------------------------------------------------------------------
+    def _check_arity(self, args) -> None:
+        params = list(inspect.signature(self.build).parameters.values())
+        if any(p.kind == p.VAR_POSITIONAL for p in params):
+            return
+        required = [p for p in params if p.default is p.empty]
+        if not len(required) <= len(args) <= len(params):
+            names = ", ".join(p.name for p in params)
+            raise TypeError(f"{type(self).__name__}.build({names}) takes {len(required)}"
+                            f"{'' if len(required) == len(params) else f'-{len(params)}'} inputs "
+                            f"but was called with {len(args)}")
+
+    def __call__(self, *args):
+        self._check_arity(args)
+        if self._optimizers and not self._warmed:
+            self._warmed = True
+            with mode(EAGER):
+                out = self._step(args)
+            out = _detach_tree(out)
+        else:
+            training = tuple(m.training for root in self._modules.values() for m in root.modules())
+            key = signature(args, (training, self.config.gradient_accumulation_steps))
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._compile(args)
+                self._cache.put(key, entry)
+            self._last = entry
+            out = entry.run(args)
+        for _, sch in self._optimizers:
+            if sch is not None:
+                sch.step()
+        return out
+
+    def _step(self, args):
+        """One call's work, identical when run eagerly or traced."""
+        n = self.config.gradient_accumulation_steps
+        if n == 1:
+            out = self.build(*args)
+        else:
+            out = self._accumulate(args, n)
+        for opt, _ in self._optimizers:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return out
+
+    def _accumulate(self, args, n: int):
+        """Split the batch in `n` micro-batches, run build on each, average the gradients."""
+        size = next(a.shape[0] for a in args if isinstance(a, Tensor))
+        if size % n:
+            raise ValueError(f"batch size {size} is not divisible by the {n} gradient "
+                             "accumulation steps")
+        m = size // n
+        outs = []
+        for i in range(n):
+            micro = [a[i * m:(i + 1) * m] if isinstance(a, Tensor) else a for a in args]
+            outs.append(self.build(*micro))
+        with flow.no_grad():
+            for p in self._parameters():
+                if p.grad is not None:
+                    p.grad = p.grad / n
+        leaves = [flatten(o, "build() output")[0] for o in outs]
+        tree = flatten(outs[0], "build() output")[1]
+        merged = [flow.stack(list(ts)).mean(0) if ts[0].ndim == 0 else flow.cat(list(ts))
+                  for ts in zip(*leaves)]
+        return unflatten(tree, merged)
+
+    def _parameters(self) -> list:
+        seen, out = set(), []
+        for m in self._modules.values():
+            for p in m.parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+        return out
+
+    def _names(self) -> tuple[dict, dict]:
+        names, module_names = {}, {}
+        for attr, m in self._modules.items():
+            names.update({id(t): f"{attr}.{n}" for n, t in m.named_parameters()})
+            names.update({id(t): f"{attr}.{n}" for n, t in m.named_buffers()})
+            module_names.update({id(s): f"{attr}.{n}" if n else attr
+                                 for n, s in m.named_modules()})
+        return names, module_names
+
+    def _compile(self, args):
+        names, module_names = self._names()
+        params = self._parameters()
+        bindings = self._bind_lrs(names)
+        stash = {id(p): p.grad for p in params}
+        trace = Trace(type(self).__name__, names, module_names)
+        try:
+            for p in params:
+                p.grad = None
+            for b in bindings:
+                b.group["lr"] = b.tensor
+            with trace:
+                out = self._step(trace.inputs(args))
+                leaves, tree = flatten(out, f"{type(self).__name__}.build() output")
+                grad_params = [p for p in params if isinstance(p.grad, TracedTensor)]
+                values = [trace.tracer.value_of(t) for t in leaves + [p.grad for p in grad_params]]
+            self._check_optimizer_state()
+        finally:
+            for b in bindings:
+                b.refresh_group()
+            for p in params:
+                p.grad = stash[id(p)]
+        trace.graph.outputs = values
+        exe, report = compile_graph(trace.graph, self.config.disabled_passes, self.config.verify)
+        entry = _TrainEntry(exe, tree, len(leaves), grad_params, bindings, report)
+        if self._debug_level >= 0:
+            print(f"[dualflow] compiled {type(self).__name__}: {report['nodes_traced']} nodes "
+                  f"traced, {report['nodes']} after passes, {report['compile_seconds']:.3f}s")
+            if self._debug_level >= 1:
+                print(exe.graph)
+        return entry
+
+    def _bind_lrs(self, names: dict) -> list:
+        out = []
+        for oi, (opt, _) in enumerate(self._optimizers):
+            for gi, group in enumerate(opt.param_groups):
+                key = (id(opt), gi)
+                if key not in self._lr_bindings:
+                    self._lr_bindings[key] = _LrBinding(group)
+                b = self._lr_bindings[key]
+                b.saved = group["lr"]
+                names[id(b.tensor)] = f"optimizer{oi}.group{gi}.lr"
+                out.append(b)
+        return out
+
+    def _check_optimizer_state(self) -> None:
+        for opt, _ in self._optimizers:
+            for state in opt.state.values():
+                for k, v in state.items():
+                    if isinstance(v, TracedTensor):
+                        raise TraceError(
+                            f"{type(opt).__name__} replaced its state '{k}' with a new tensor "
+                            "while being traced; graph-mode optimizers must update state in "
+                            "place (e.g. buf.mul_(m).add_(g))")
+
+
+def _detach_tree(out):
+    leaves, tree = flatten(out, "build() output")
+    return unflatten(tree, [t.detach() for t in leaves])
