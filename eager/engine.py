@@ -23,8 +23,10 @@ class InputMeta(TensorType):
     """An input the VJP does not read: its type plus whether it wants a gradient."""
     __slots__ = ("requires_grad",)
 
-    def __init__(self, t: Tensor):
-        TensorType.__init__(self, t.shape, t.dtype, t.device)
+    def __init__(self, t: Tensor):  # fields set directly: this runs for every recorded op
+        self.shape = t.shape
+        self.dtype = t.dtype
+        self.device = t.device
         self.requires_grad = t.requires_grad
 
     @property

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtype as dt
 from ..device import xp_of
+from ..tensor import Tensor
 
 
 class _State:
@@ -28,11 +29,6 @@ class OpError(RuntimeError):
     """An op failed on the inputs it was given; the message names the op and the input shapes."""
 
 
-def _tensor_cls():
-    from ..tensor import Tensor
-    return Tensor
-
-
 def describe(inputs) -> str:
     parts = []
     for t in inputs:
@@ -45,7 +41,10 @@ def describe(inputs) -> str:
 
 def _promote(op, inputs):
     """Cast tensor inputs to the promoted dtype; turn Python scalars into 0-d tensors of it."""
-    Tensor = _tensor_cls()
+    if len(inputs) == 2:  # fast path: two tensors of one dtype need nothing
+        a, b = inputs
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype:
+            return inputs
     dims, zero_dims, scalars = [], [], []
     for x in inputs:
         if isinstance(x, Tensor):
@@ -89,7 +88,6 @@ class EagerInterpreter:
     """Runs kernels at once on the arrays behind the tensors."""
 
     def run(self, op, inputs, attrs):
-        Tensor = _tensor_cls()
         try:
             arrays = [x._data for x in inputs]
         except AttributeError:
@@ -111,7 +109,6 @@ class EagerInterpreter:
                      for i, r in enumerate(res))
 
     def constant(self, value, dtype, device):
-        Tensor = _tensor_cls()
         xp = np if device is None else device.xp
         return Tensor._wrap(xp.asarray(value, dtype=dtype.np))
 
@@ -136,7 +133,6 @@ def apply_inplace(op, target, others, attrs):
     out-of-place result is copied in and the target's history is rebased onto the new node, as
     PyTorch does; the shared version counter catches saved tensors that were overwritten.
     """
-    Tensor = _tensor_cls()
     needs_grad = state.grad_enabled and op.vjp is not None and (
         target.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others))
     if needs_grad and target.requires_grad and target.grad_fn is None:
