@@ -1,3 +1,309 @@
-"""(family stub: filled in by its owner; see docs/adding_ops.md)"""
-EXPORTS: dict = {}
+"""Convolutions: `conv2d`, `conv_transpose2d` and `conv2d_weight` (the correlation that is conv2d's
+weight gradient); the 1-d forms run as 2-d on an unsqueezed input.
+
+Kernels are im2col: `sliding_windows` views the padded input as (N, C, Ho, Wo, kh, kw) with
+`as_strided` (no copy) and one batched matmul over the groups does the arithmetic; the transposed
+convolution multiplies first and overlap-adds the columns back (col2im, one vectorised add per
+kernel tap). The three ops are each other's gradients, so double backward comes for free:
+
+    conv2d(x, w)           dx = conv_transpose2d(g, w)   dw = conv2d_weight(x, g)
+    conv_transpose2d(x, w) dx = conv2d(g, w)             dw = conv2d_weight(g, x)
+    conv2d_weight(x, g)    dx = conv_transpose2d(g, gw)  dg = conv2d(x, gw)
+
+Attributes are normalised tuples: stride (sh, sw), padding ((top, bottom), (left, right)) so that
+'same' padding and pooling's ceil mode can be asymmetric, dilation (dh, dw), groups.
+"""
+from __future__ import annotations
+
+from .opdef import TensorType, defop
+from .rules import ShapeError
+from .shape import reshape
+
+
+def window_count(size: int, kernel: int, stride: int, pads: tuple, dilation: int) -> int:
+    """Number of windows along one axis of a padded input (floor mode)."""
+    return (size + pads[0] + pads[1] - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def sliding_windows(xp, x, kernel, stride, padding, dilation, fill=0):
+    """View (N, C, H, W) as (N, C, Ho, Wo, kh, kw) windows of the padded input (a strided view)."""
+    (pt, pb), (pl, pr) = padding
+    if pt or pb or pl or pr:
+        x = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    grid = tuple(window_count(n, k, s, (0, 0), d)
+                 for n, k, s, d in zip(x.shape[2:], kernel, stride, dilation))
+    sn, sc, sh, sw = x.strides
+    shape = x.shape[:2] + grid + tuple(kernel)
+    strides = (sn, sc, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1])
+    return xp.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+
+
+def _columns(xp, x, kernel, stride, padding, dilation, groups):
+    """im2col: (G, N*Ho*Wo, C/G*kh*kw) patches, plus the window grid (Ho, Wo)."""
+    n, c = x.shape[:2]
+    win = sliding_windows(xp, x, kernel, stride, padding, dilation)
+    ho, wo = win.shape[2:4]
+    win = win.reshape(n, groups, c // groups, ho, wo, *kernel).transpose(1, 0, 3, 4, 2, 5, 6)
+    return win.reshape(groups, n * ho * wo, c // groups * kernel[0] * kernel[1]), (ho, wo)
+
+
+def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
+    cout, cg, kh, kw = w.shape
+    cols, (ho, wo) = _columns(xp, x, (kh, kw), stride, padding, dilation, groups)
+    out = cols @ w.reshape(groups, cout // groups, cg * kh * kw).transpose(0, 2, 1)
+    n = x.shape[0]
+    return out.reshape(groups, n, ho, wo, cout // groups).transpose(1, 0, 4, 2, 3).reshape(
+        n, cout, ho, wo)
+
+
+def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output_padding):
+    n, cin, h, wd = x.shape
+    _, cog, kh, kw = w.shape
+    rows = x.reshape(n, groups, cin // groups, h * wd).transpose(1, 0, 3, 2).reshape(
+        groups, n * h * wd, cin // groups)
+    cols = rows @ w.reshape(groups, cin // groups, cog * kh * kw)
+    taps = cols.reshape(groups, n, h, wd, cog, kh, kw).transpose(5, 6, 1, 0, 4, 2, 3)
+    (sh, sw), (dh, dw) = stride, dilation
+    canvas_h = (h - 1) * sh + dh * (kh - 1) + 1 + output_padding[0]
+    canvas_w = (wd - 1) * sw + dw * (kw - 1) + 1 + output_padding[1]
+    canvas = xp.zeros((n, groups, cog, canvas_h, canvas_w), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            canvas[..., i * dh:i * dh + (h - 1) * sh + 1:sh,
+                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[i, j]
+    (pt, pb), (pl, pr) = padding
+    return canvas.reshape(n, groups * cog, canvas_h, canvas_w)[
+        :, :, pt:canvas_h - pb, pl:canvas_w - pr].copy()
+
+
+def _conv2d_weight_kernel(xp, x, g, kernel_size, stride, padding, dilation, groups):
+    n, cout, ho, wo = g.shape
+    cols, _ = _columns(xp, x, kernel_size, stride, padding, dilation, groups)
+    gm = g.reshape(n, groups, cout // groups, ho * wo).transpose(1, 2, 0, 3).reshape(
+        groups, cout // groups, n * ho * wo)
+    return (gm @ cols).reshape(cout, x.shape[1] // groups, *kernel_size)
+
+
+# ---- shape rules -------------------------------------------------------------------------------
+
+def _check_pair(op, x, w, groups, in_channels_axis_of_w):
+    if x.ndim != 4 or w.ndim != 4:
+        raise ShapeError(f"{op}: expected 4-d input and weight, got input {tuple(x.shape)} and "
+                         f"weight {tuple(w.shape)}")
+    if x.dtype is not w.dtype or not x.dtype.is_floating_point:
+        raise ShapeError(f"{op}: input ({x.dtype.name}) and weight ({w.dtype.name}) must have the "
+                         "same floating-point dtype")
+    if x.shape[1] % groups:
+        raise ShapeError(f"{op}: input channels {x.shape[1]} are not divisible by groups={groups}")
+    if in_channels_axis_of_w == 1 and x.shape[1] != w.shape[1] * groups:
+        raise ShapeError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                         f"{tuple(w.shape)} with groups={groups} expects {w.shape[1] * groups}")
+    if in_channels_axis_of_w == 0 and x.shape[1] != w.shape[0]:
+        raise ShapeError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                         f"{tuple(w.shape)} expects {w.shape[0]}")
+
+
+def _conv2d_infer(x, w, stride, padding, dilation, groups):
+    _check_pair("conv2d", x, w, groups, 1)
+    if w.shape[0] % groups:
+        raise ShapeError(f"conv2d: out channels {w.shape[0]} are not divisible by groups={groups}")
+    out = tuple(window_count(n, k, s, p, d) for n, k, s, p, d in
+                zip(x.shape[2:], w.shape[2:], stride, padding, dilation))
+    if min(out) < 1:
+        raise ShapeError(f"conv2d: input {tuple(x.shape)} (padding {padding}) is smaller than the "
+                         f"dilated kernel of weight {tuple(w.shape)} with dilation {dilation}")
+    return TensorType((x.shape[0], w.shape[0]) + out, x.dtype, x.device)
+
+
+def transposed_size(size, kernel, stride, pads, dilation, output_padding) -> int:
+    return (size - 1) * stride - pads[0] - pads[1] + dilation * (kernel - 1) + output_padding + 1
+
+
+def _conv_transpose2d_infer(x, w, stride, padding, dilation, groups, output_padding):
+    _check_pair("conv_transpose2d", x, w, groups, 0)
+    for op_, s in zip(output_padding, stride):
+        if not 0 <= op_ < s:
+            raise ShapeError(f"conv_transpose2d: output_padding {output_padding} must be smaller "
+                             f"than stride {stride}")
+    out = tuple(transposed_size(n, k, s, p, d, o) for n, k, s, p, d, o in
+                zip(x.shape[2:], w.shape[2:], stride, padding, dilation, output_padding))
+    if min(out) < 1:
+        raise ShapeError(f"conv_transpose2d: input {tuple(x.shape)} with weight {tuple(w.shape)} "
+                         f"and padding {padding} gives an empty output {out}")
+    return TensorType((x.shape[0], w.shape[1] * groups) + out, x.dtype, x.device)
+
+
+def _conv2d_weight_infer(x, g, kernel_size, stride, padding, dilation, groups):
+    grid = tuple(window_count(n, k, s, p, d) for n, k, s, p, d in
+                 zip(x.shape[2:], kernel_size, stride, padding, dilation))
+    if x.ndim != 4 or g.ndim != 4 or x.shape[0] != g.shape[0] or g.shape[1] % groups or \
+            grid != tuple(g.shape[2:]):
+        raise ShapeError(f"conv2d_weight: grad {tuple(g.shape)} does not match input "
+                         f"{tuple(x.shape)} for kernel {kernel_size}, stride {stride}")
+    return TensorType((g.shape[1], x.shape[1] // groups) + tuple(kernel_size), x.dtype, x.device)
+
+
+# ---- gradients (with ops) ----------------------------------------------------------------------
+
+def output_padding_for(in_shape, out_shape, kernel, stride, padding, dilation) -> tuple:
+    """The output_padding that makes a transposed conv of `out_shape` land on `in_shape`."""
+    return tuple(n + p[0] + p[1] - d * (k - 1) - 1 - (o - 1) * s for n, o, k, s, p, d in
+                 zip(in_shape[2:], out_shape[2:], kernel, stride, padding, dilation))
+
+
+def _conv2d_vjp(g, out, x, w, stride, padding, dilation, groups):
+    geo = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gx = gw = None
+    if x.requires_grad:
+        op_ = output_padding_for(x.shape, g.shape, w.shape[2:], stride, padding, dilation)
+        gx = conv_transpose2d_op(g, w, output_padding=op_, **geo)
+    if w.requires_grad:
+        gw = conv2d_weight(x, g, kernel_size=tuple(w.shape[2:]), **geo)
+    return gx, gw
+
+
+def _conv_transpose2d_vjp(g, out, x, w, stride, padding, dilation, groups, output_padding):
+    geo = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gx = conv2d_op(g, w, **geo) if x.requires_grad else None
+    gw = conv2d_weight(g, x, kernel_size=tuple(w.shape[2:]), **geo) if w.requires_grad else None
+    return gx, gw
+
+
+def _conv2d_weight_vjp(gw, out, x, g, kernel_size, stride, padding, dilation, groups):
+    geo = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gx = gg = None
+    if x.requires_grad:
+        op_ = output_padding_for(x.shape, g.shape, kernel_size, stride, padding, dilation)
+        gx = conv_transpose2d_op(g, gw, output_padding=op_, **geo)
+    if g.requires_grad:
+        gg = conv2d_op(x, gw, **geo)
+    return gx, gg
+
+
+conv2d_op = defop("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_vjp, onnx="Conv",
+                  doc="Cross-correlation of (N, C, H, W) with (Cout, C/groups, kh, kw).")
+conv_transpose2d_op = defop(
+    "conv_transpose2d", _conv_transpose2d_kernel, _conv_transpose2d_infer,
+    _conv_transpose2d_vjp, onnx="ConvTranspose",
+    doc="The adjoint of conv2d in its input: (N, C, H, W) with (C, Cout/groups, kh, kw).")
+conv2d_weight = defop(
+    "conv2d_weight", _conv2d_weight_kernel, _conv2d_weight_infer, _conv2d_weight_vjp,
+    doc="conv2d's weight gradient: the correlation of the input with the output gradient.")
+
+
+# ---- public functions (PyTorch signatures) -----------------------------------------------------
+
+def _pair(v, name: str, op: str) -> tuple:
+    pair = (v, v) if isinstance(v, int) else tuple(v)
+    if len(pair) != 2 or not all(isinstance(i, int) for i in pair):
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
+    return pair
+
+
+def _padding(padding, kernel, stride, dilation, op: str) -> tuple:
+    """PyTorch's padding argument as ((top, bottom), (left, right)); 'same' pads extra at the end."""
+    if padding == "valid":
+        return ((0, 0), (0, 0))
+    if padding == "same":
+        if stride != (1, 1):
+            raise ValueError(f"{op}: padding='same' is not supported for strided convolutions "
+                             f"(stride={stride})")
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    if isinstance(padding, str):
+        raise ValueError(f"{op}: padding must be 'same', 'valid', an int or a pair, "
+                         f"got {padding!r}")
+    ph, pw = _pair(padding, "padding", op)
+    if ph < 0 or pw < 0:
+        raise ValueError(f"{op}: negative padding {padding!r} is not supported")
+    return ((ph, ph), (pw, pw))
+
+
+def _batched(input, ndim: int, op: str):
+    """(input with a batch axis, whether one was added); PyTorch also takes unbatched inputs."""
+    if input.ndim == ndim - 1:
+        return reshape(input, (1, *input.shape)), True
+    if input.ndim != ndim:
+        raise ValueError(f"{op}: expected a {ndim - 1}-d (unbatched) or {ndim}-d (batched) input, "
+                         f"got shape {tuple(input.shape)}")
+    return input, False
+
+
+def _check_floats(op, input, weight, bias):
+    for name, t in (("input", input), ("weight", weight), ("bias", bias)):
+        if t is not None and (t.dtype is not input.dtype or not t.dtype.is_floating_point):
+            raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but input has "
+                            f"{input.dtype.name}; they must be the same floating-point dtype")
+
+
+def _add_bias(out, bias):
+    return out if bias is None else out + reshape(bias, (1, -1) + (1,) * (out.ndim - 2))
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """2-d cross-correlation, as `torch.nn.functional.conv2d`."""
+    _check_floats("conv2d", input, weight, bias)
+    x, unbatched = _batched(input, 4, "conv2d")
+    stride, dilation = _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d")
+    pads = _padding(padding, tuple(weight.shape[2:]), stride, dilation, "conv2d")
+    out = _add_bias(conv2d_op(x, weight, stride=stride, padding=pads, dilation=dilation,
+                              groups=groups), bias)
+    return reshape(out, out.shape[1:]) if unbatched else out
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """2-d transposed convolution ("deconvolution"), as `torch.nn.functional.conv_transpose2d`."""
+    _check_floats("conv_transpose2d", input, weight, bias)
+    x, unbatched = _batched(input, 4, "conv_transpose2d")
+    ph, pw = _pair(padding, "padding", "conv_transpose2d")
+    out = conv_transpose2d_op(
+        x, weight, stride=_pair(stride, "stride", "conv_transpose2d"),
+        padding=((ph, ph), (pw, pw)), dilation=_pair(dilation, "dilation", "conv_transpose2d"),
+        groups=groups, output_padding=_pair(output_padding, "output_padding", "conv_transpose2d"))
+    out = _add_bias(out, bias)
+    return reshape(out, out.shape[1:]) if unbatched else out
+
+
+def _row(v, height: int, name: str, op: str) -> tuple:
+    """A 1-d argument as the 2-d pair (height, v) of a (N, C, 1, L) convolution."""
+    vs = (v,) if isinstance(v, int) else tuple(v)
+    if len(vs) != 1 or not isinstance(vs[0], int):
+        raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
+    return (height, vs[0])
+
+
+def _as_2d(input, weight, op):
+    x, unbatched = _batched(input, 3, op)
+    return (reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2])),
+            reshape(weight, (weight.shape[0], weight.shape[1], 1, weight.shape[2])), unbatched)
+
+
+def _from_2d(out, unbatched):
+    out = reshape(out, (out.shape[0], out.shape[1], out.shape[3]))
+    return reshape(out, out.shape[1:]) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """1-d cross-correlation: conv2d on (N, C, 1, L)."""
+    x, w, unbatched = _as_2d(input, weight, "conv1d")
+    padding = padding if isinstance(padding, str) else _row(padding, 0, "padding", "conv1d")
+    out = conv2d(x, w, bias, _row(stride, 1, "stride", "conv1d"), padding,
+                 _row(dilation, 1, "dilation", "conv1d"), groups)
+    return _from_2d(out, unbatched)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """1-d transposed convolution: conv_transpose2d on (N, C, 1, L)."""
+    x, w, unbatched = _as_2d(input, weight, "conv_transpose1d")
+    op = "conv_transpose1d"
+    out = conv_transpose2d(x, w, bias, _row(stride, 1, "stride", op), _row(padding, 0, "padding", op),
+                           _row(output_padding, 0, "output_padding", op), groups,
+                           _row(dilation, 1, "dilation", op))
+    return _from_2d(out, unbatched)
+
+
+EXPORTS = {"conv1d": conv1d, "conv2d": conv2d, "conv_transpose1d": conv_transpose1d,
+           "conv_transpose2d": conv_transpose2d}
 METHODS: dict = {}
