@@ -1,6 +1,8 @@
 """Anomaly mode: remember where each op was called, and name it when its backward yields NaN."""
 from __future__ import annotations
 
+import os
+import sys
 import traceback
 
 
@@ -11,8 +13,20 @@ class _State:
 state = _State()
 
 
+def _internal_dirs() -> tuple:
+    dirs = []
+    for name in ("dualflow", "dualflow.eager", "dualflow.nn", "dualflow.graph"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__file__", None):
+            dirs.append(os.path.dirname(mod.__file__) + os.sep)
+    return tuple(dirs)
+
+
 def capture_stack() -> list:
-    return traceback.format_stack()[:-3]
+    """The user's frames (dualflow's own frames left out), outermost first."""
+    internal = _internal_dirs()
+    frames = [f for f in traceback.extract_stack()[:-1] if not f.filename.startswith(internal)]
+    return traceback.format_list(frames[-4:])
 
 
 def check(node, in_grads) -> None:
@@ -23,7 +37,7 @@ def check(node, in_grads) -> None:
             continue
         xp_nan = g._data != g._data
         if bool(xp_nan.any()):
-            where = "".join(node.stack[-3:]) if node.stack else "(stack not recorded)\n"
+            where = "".join(node.stack) if node.stack else "(stack not recorded)\n"
             raise RuntimeError(
                 f"Function '{node.name()}' returned nan values in its {i}th output.\n"
                 f"The forward op '{node.op.name}' was called at:\n{where}")

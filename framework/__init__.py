@@ -21,6 +21,7 @@ _install_methods(_OP_METHODS)
 globals().update(_OP_EXPORTS)
 
 from dualflow import eager as autograd  # noqa: E402  (installs the tape recorder)
+from dualflow.eager import functional as func  # noqa: E402  (flow.func.jvp / vjp)
 from .eager_api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
 
 __version__ = "0.1.0"
