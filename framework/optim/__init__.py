@@ -1,1 +1,9 @@
-"""Placeholder until this package lands."""
+"""Optimizers (`dualflow.optim.SGD`, ...) and learning-rate schedulers (`optim.lr_scheduler`)."""
+from . import lr_scheduler
+from .adagrad import Adagrad
+from .adam import Adam, AdamW
+from .optimizer import Optimizer
+from .rmsprop import RMSprop
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

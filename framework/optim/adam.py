@@ -1,0 +1,61 @@
+"""Adam and AdamW (decoupled weight decay), with AMSGrad.
+
+Bias corrections are computed from the 0-d step tensor with ops (PyTorch's capturable form), so a
+traced step replays correctly: nothing about the step number is baked in as a Python constant.
+"""
+from __future__ import annotations
+
+from ..creation import zeros_like
+from .optimizer import Optimizer, check_non_negative, step_counter, with_weight_decay
+
+
+class Adam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, amsgrad: bool = False, *, maximize: bool = False,
+                 decoupled_weight_decay: bool = False):
+        check_non_negative(lr=lr, epsilon=eps, weight_decay=weight_decay)
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize,
+                                      decoupled_weight_decay=decoupled_weight_decay))
+
+    def _update(self, p, grad, state, group):
+        if not state:
+            state["step"] = step_counter(p)
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        lr, (beta1, beta2), weight_decay = group["lr"], group["betas"], group["weight_decay"]
+        step = state["step"].add_(1)
+        if group["decoupled_weight_decay"]:
+            if weight_decay != 0:
+                p.mul_(1 - lr * weight_decay)
+        else:
+            grad = with_weight_decay(grad, p, weight_decay)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+        if group["amsgrad"]:
+            exp_avg_sq = state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
+        step_size = lr / (1 - beta1 ** step)
+        denom = exp_avg_sq ** 0.5 / (1 - beta2 ** step) ** 0.5 + group["eps"]
+        p.sub_(exp_avg / denom * step_size)
+
+
+class AdamW(Adam):
+    """Adam whose weight decay shrinks the parameters directly (`p *= 1 - lr * weight_decay`)
+    instead of adding an L2 term to the gradient (Loshchilov & Hutter)."""
+
+    def __init__(self, params, lr=1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
+
+
+def maximum(a, b):
+    from .. import maximum as maximum_op
+    return maximum_op(a, b)

@@ -1,0 +1,191 @@
+"""`Optimizer`: parameter groups, per-parameter state and PyTorch's state_dict format.
+
+Subclasses write one method, `_update(p, grad, state, group)`, with dualflow ops on the parameter
+(in place, under `no_grad`), so the same update runs eagerly and traces into a static graph. The
+learning rate may be a Python float or a 0-d tensor (graph mode substitutes one), so updates only
+use it in arithmetic; step counts live in 0-d float tensors for the same reason.
+"""
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from typing import Any, Callable
+
+from .. import dtype as dt
+from ..creation import zeros
+from ..eager_api import enable_grad, no_grad
+from ..tensor import Tensor
+
+
+class _Required:
+    """Marks a hyper-parameter that has no default and must be given per group."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+class Optimizer:
+    def __init__(self, params, defaults: dict):
+        self.defaults = dict(defaults)
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict] = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got a Tensor of shape {tuple(params.shape)}")
+        param_groups = list(params)
+        if not param_groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    # ---- groups ----------------------------------------------------------------------------------
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group; options it leaves out take the optimizer's defaults."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        params = group.get("params")
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs; "
+                            "use a list instead")
+        group["params"] = params = list(params) if params is not None else []
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
+                                f"is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            group.setdefault(name, default)
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError("optimizer contains a parameter group with duplicate parameters")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad = p.grad.detach() if p.grad.grad_fn is not None else p.grad
+                    p.grad.requires_grad = False
+                    p.grad.zero_()
+
+    # ---- the update ------------------------------------------------------------------------------
+    def step(self, closure: Callable[[], Any] | None = None):
+        """One update of every parameter that has a gradient; returns `closure()` if given."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = -p.grad if group.get("maximize", False) else p.grad
+                    self._update(p, grad, self.state[p], group)
+        return loss
+
+    def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+        raise NotImplementedError
+
+    # ---- state_dict ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """`{'state': {index: {...}}, 'param_groups': [{..., 'params': [index, ...]}]}`: parameters
+        are numbered in group order, as in PyTorch, so a checkpoint holds no tensors twice."""
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: s for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore from `state_dict()` output; tensors are copied and moved to each parameter's
+        device (floating ones, except step counts, to its dtype)."""
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, but "
+                             f"the optimizer has {len(self.param_groups)}")
+        for i, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if len(group["params"]) != len(saved["params"]):
+                raise ValueError(f"loaded state dict's parameter group {i} has "
+                                 f"{len(saved['params'])} parameters, but the optimizer's group "
+                                 f"{i} has {len(group['params'])}")
+        by_index = {i: p for group, saved in zip(self.param_groups, saved_groups)
+                    for i, p in zip(saved["params"], group["params"])}
+        state: defaultdict = defaultdict(dict)
+        for key, value in state_dict["state"].items():
+            if key in by_index:
+                p = by_index[key]
+                state[p] = {name: _copy_state_value(v, p, name) for name, v in value.items()}
+            else:
+                state[key] = copy.deepcopy(value)
+        new_groups = []
+        for group, saved in zip(self.param_groups, saved_groups):
+            restored = {k: _copy_value(v) for k, v in saved.items() if k != "params"}
+            restored["params"] = group["params"]
+            new_groups.append(restored)
+        self.state = state
+        self.param_groups = new_groups
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
+        return "\n".join(lines + [")"])
+
+
+def _copy_value(value):
+    if isinstance(value, Tensor):
+        return value.detach().clone()
+    return copy.deepcopy(value)
+
+
+def _copy_state_value(value, p: Tensor, name: str):
+    if not isinstance(value, Tensor):
+        return copy.deepcopy(value)
+    value = value.detach()
+    if name != "step" and value.dtype.is_floating_point and p.dtype.is_floating_point:
+        value = value.to(p.dtype)
+    return value.to(p.device).clone()
+
+
+# ---- helpers the optimizers share ------------------------------------------------------------
+def step_counter(p: Tensor) -> Tensor:
+    """A 0-d step count on p's device (float64 for float64 parameters, so bias corrections keep
+    full precision; float32 otherwise, as in PyTorch)."""
+    return zeros((), dtype=dt.float64 if p.dtype is dt.float64 else dt.float32, device=p.device)
+
+
+def check_non_negative(**values) -> None:
+    """PyTorch's argument checks (`Invalid learning rate: -1`); tensor learning rates pass."""
+    for name, value in values.items():
+        if isinstance(value, (int, float)) and value < 0:
+            label = "learning rate" if name == "lr" else f"{name} value"
+            raise ValueError(f"Invalid {label}: {value}")
+
+
+def with_weight_decay(grad: Tensor, p: Tensor, weight_decay: float) -> Tensor:
+    """L2 penalty folded into the gradient (`grad + weight_decay * p`)."""
+    return grad if weight_decay == 0 else grad + p * weight_decay
