@@ -90,10 +90,15 @@ def from_numpy_dtype(npd) -> DType:
 
 
 def result_type(*dtypes: DType) -> DType:
-    """Promote dtypes of equal standing (NumPy's table is PyTorch's for the dtypes we support)."""
+    """Promote dtypes of equal standing: a higher category wins outright (float32 with int64 is
+    float32, as in PyTorch); within a category NumPy's table matches PyTorch's."""
     out = dtypes[0]
     for d in dtypes[1:]:
-        if d is not out:
+        if d is out:
+            continue
+        if d.category != out.category:
+            out = d if d.category > out.category else out
+        else:
             out = _BY_NP[np.promote_types(out.np, d.np)]
     return out
 
