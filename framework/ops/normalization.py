@@ -1,3 +1,181 @@
-"""(family stub: filled in by its owner; see docs/adding_ops.md)"""
-EXPORTS: dict = {}
-METHODS: dict = {}
+"""Normalisation: softmax and log_softmax (primitives: one stable kernel each, VJPs with ops),
+and layer_norm, batch_norm, group_norm as composites of reductions and arithmetic.
+
+batch_norm in training updates the running statistics in place under `no_grad` with the tensors'
+own `mul_`/`add_`, so graph mode traces them as state updates like any optimizer step.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .arith import mul, sub
+from .opdef import defop
+from .reduce import sum_
+from .rules import ShapeError, norm_dims
+from .shape import reshape
+from .unary import exp
+
+
+def _softmax_axis(x, dim):
+    """The kernels' common part: (x, axis) with 0-d inputs seen as 1-element vectors."""
+    return (x.reshape(1), 0) if x.ndim == 0 else (x, dim % x.ndim)
+
+
+def _softmax_kernel(xp, x, dim):
+    v, axis = _softmax_axis(x, dim)
+    if v.shape[axis] == 0:
+        return x.copy()
+    e = xp.exp(v - v.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).reshape(x.shape)
+
+
+def _log_softmax_kernel(xp, x, dim):
+    v, axis = _softmax_axis(x, dim)
+    if v.shape[axis] == 0:
+        return x.copy()
+    shifted = v - v.max(axis=axis, keepdims=True)
+    return (shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))).reshape(x.shape)
+
+
+def _softmax_infer(x, dim):
+    if not x.dtype.is_floating_point:
+        raise ShapeError(f"softmax: expected a floating-point input, got {x.dtype.name}")
+    norm_dims(dim, x.ndim)
+    return x
+
+
+def _sum_along(t, dim):
+    """Sum over the softmax axis, kept for broadcasting (a 0-d tensor is its own axis)."""
+    return sum_(t, dim=dim if t.ndim else None, keepdim=True)
+
+
+softmax_op = defop(
+    "softmax", _softmax_kernel, _softmax_infer,
+    vjp=lambda g, y, x, dim: (mul(y, sub(g, _sum_along(mul(g, y), dim))),),
+    saves=(), saves_out=True, onnx="Softmax",
+    doc="exp(x - max) / sum: normalised along `dim`, stable for large inputs.")
+log_softmax_op = defop(
+    "log_softmax", _log_softmax_kernel, _softmax_infer,
+    vjp=lambda g, y, x, dim: (sub(g, mul(exp(y), _sum_along(g, dim))),),
+    saves=(), saves_out=True, onnx="LogSoftmax",
+    doc="x - logsumexp(x): log-probabilities along `dim`, stable for large inputs.")
+
+
+def _implicit_dim(op: str, ndim: int) -> int:
+    warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to "
+                  "include dim=X as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax_input(op: str, input, dtype):
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype.name} "
+                        "(pass dtype=... to compute in a floating-point type)")
+    return input
+
+
+def softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """softmax along `dim`, as `torch.nn.functional.softmax`."""
+    input = _softmax_input("softmax", input, dtype)
+    dim = _implicit_dim("softmax", input.ndim) if dim is None else dim
+    return softmax_op(input, dim=dim)
+
+
+def log_softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """log(softmax) along `dim`, computed stably in one kernel."""
+    input = _softmax_input("log_softmax", input, dtype)
+    dim = _implicit_dim("log_softmax", input.ndim) if dim is None else dim
+    return log_softmax_op(input, dim=dim)
+
+
+# ---- normalisation layers: composites ----------------------------------------------------------
+
+def _normalize(x, dims, eps):
+    """(x - mean) / sqrt(biased var + eps) over `dims`, plus the batch mean and biased var."""
+    from .reduce import mean
+    from .unary import rsqrt
+    mu = mean(x, dims, keepdim=True)
+    centered = x - mu
+    var = mean(centered * centered, dims, keepdim=True)
+    return centered * rsqrt(var + eps), mu, var
+
+
+def _affine(y, weight, bias, shape):
+    if weight is not None:
+        y = y * reshape(weight, shape)
+    if bias is not None:
+        y = y + reshape(bias, shape)
+    return y
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Normalise over the trailing `normalized_shape` dimensions, as in PyTorch."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise ValueError(f"layer_norm: given normalized_shape={list(shape)}, expected input with "
+                         f"shape [*, {', '.join(map(str, shape))}], but got input of size "
+                         f"{list(input.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != shape:
+            raise ValueError(f"layer_norm: {name} has shape {tuple(t.shape)}, expected "
+                             f"normalized_shape {shape}")
+    y, _, _ = _normalize(input, tuple(range(input.ndim - len(shape), input.ndim)), eps)
+    return _affine(y, weight, bias, shape)
+
+
+def _channel_shape(input) -> tuple:
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5):
+    """Batch normalisation over (N, C, *): batch statistics in training (and the running ones
+    updated in place with the unbiased variance), the running statistics in evaluation."""
+    from ..eager_api import no_grad
+    from .unary import rsqrt
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
+                         f"{tuple(input.shape)}")
+    c, shape = input.shape[1], _channel_shape(input)
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)}, expected ({c},) "
+                             f"for input {tuple(input.shape)}")
+    if not training:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are needed when "
+                             "training=False")
+        y = (input - reshape(running_mean, shape)) * rsqrt(reshape(running_var, shape) + eps)
+        return _affine(y, weight, bias, shape)
+    count = input.numel() // c
+    if count <= 1:
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+                         f"got input size {tuple(input.shape)}")
+    dims = (0,) + tuple(range(2, input.ndim))
+    y, mu, var = _normalize(input, dims, eps)
+    with no_grad():
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(reshape(mu, (c,)) * momentum)
+        if running_var is not None:
+            running_var.mul_(1 - momentum).add_(reshape(var, (c,)) * (momentum * count /
+                                                                       (count - 1)))
+    return _affine(y, weight, bias, shape)
+
+
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Normalise each sample over groups of channels (and all spatial positions)."""
+    if input.ndim < 2 or input.shape[1] % num_groups:
+        raise ValueError(f"group_norm: expected an input (N, C, *) with C divisible by "
+                         f"num_groups={num_groups}, got {tuple(input.shape)}")
+    n = input.shape[0]
+    grouped = reshape(input, (n, num_groups, -1))
+    y, _, _ = _normalize(grouped, (2,), eps)
+    return _affine(reshape(y, input.shape), weight, bias, _channel_shape(input))
+
+
+EXPORTS = {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm,
+           "batch_norm": batch_norm, "group_norm": group_norm}
+METHODS = {"softmax": softmax, "log_softmax": log_softmax}
