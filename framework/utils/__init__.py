@@ -1,1 +1,4 @@
-"""Placeholder until this package lands."""
+"""Utilities (`dualflow.utils.data`)."""
+from . import data
+
+__all__ = ["data"]

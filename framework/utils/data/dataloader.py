@@ -1,0 +1,93 @@
+"""`DataLoader`: batches from a dataset through a sampler and a collate function.
+
+Loading runs in the calling process. `num_workers > 0` is accepted for PyTorch compatibility and
+still loads in-process (no worker processes are started), so scripts written for PyTorch run as is.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from ...random import Generator
+from .collate import default_collate, default_convert
+from .dataset import Dataset, IterableDataset
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+
+class DataLoader:
+    def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Sampler | None = None, batch_sampler: Sampler | None = None,
+                 num_workers: int = 0, collate_fn: Callable | None = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Callable | None = None, generator: Generator | None = None,
+                 *, prefetch_factor: int | None = None, persistent_workers: bool = False):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
+                             "disable multiprocessing")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.generator = generator
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle not in (None, False):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle "
+                                 f"option, but got shuffle={shuffle}")
+            if sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
+                                 "and batch_sampler options")
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")
+        if sampler is None and not self._iterable:
+            sampler = RandomSampler(dataset, generator=generator) if shuffle else \
+                SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        auto_batch = batch_sampler is not None or (self._iterable and batch_size is not None)
+        self.collate_fn = collate_fn or (default_collate if auto_batch else default_convert)
+
+    def __iter__(self) -> Iterator:
+        if self._iterable:
+            return self._iter_stream()
+        if self.batch_sampler is not None:
+            return (self.collate_fn([self.dataset[i] for i in batch])
+                    for batch in self.batch_sampler)
+        return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+
+    def _iter_stream(self) -> Iterator:
+        if self.batch_size is None:
+            yield from (self.collate_fn(sample) for sample in self.dataset)
+            return
+        batch = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
+    def __len__(self) -> int:
+        if self._iterable:
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
