@@ -1,34 +1,536 @@
-"""Reductions with `dim` / `keepdim`, as in PyTorch."""
+"""Reductions over `dim` (None, int or tuple) with `keepdim`, as in PyTorch.
+
+Public functions turn `dim` into the canonical attribute (None for "every dim", else a sorted tuple
+of non-negative axes) so compiled graphs are keyed by one spelling, and raise PyTorch's errors
+(empty max, integer mean, ...). Each kernel is one or two `xp` calls. VJPs broadcast the reduced
+gradient back with `broadcast_to`; masks are built from the `sign` op (zero gradient), so every
+VJP differentiates again.
+"""
 from __future__ import annotations
 
+import math
+from collections import namedtuple
+
+from .. import dtype as dt
 from . import rules
 from .core import broadcast_to
-from .opdef import defop
-from .shape import reshape
+from .opdef import TensorType, defop, not_exportable
+from .shape import dim_index, dim_list, flip_op, narrow_op, pad_op, pad_spec, permute, reshape
 
 
-def _keep(g, x, dim, keepdim):
-    """Reshape a reduced gradient so it broadcasts against the input."""
-    if keepdim or dim is None and g.ndim == 0:
-        return g if keepdim else reshape(g, shape=(1,) * x.ndim)
-    return reshape(g, shape=rules.reduced_shape(x.shape, dim, True))
+# ---- attributes and shapes -----------------------------------------------------------------------
+def canonical_dims(dim, ndim: int, op: str):
+    """The `dim` attribute: None (every dim; also PyTorch's `dim=()`) or a sorted tuple."""
+    if dim is None:
+        return None
+    return tuple(sorted(dim_list(dim, ndim, op))) or None
 
 
-def _sum_kernel(xp, x, dim=None, keepdim=False):
-    return x.sum(axis=rules.norm_dims(dim, x.ndim), keepdims=keepdim)
+def _axes(dim, ndim: int):
+    """`dim` as a NumPy `axis` (a 0-d array only takes None)."""
+    if dim is None or ndim == 0:
+        return None
+    return (dim,) if isinstance(dim, int) else tuple(dim)
 
 
-sum_ = defop("sum", _sum_kernel, rules.reduce,
-             vjp=lambda g, out, x, dim=None, keepdim=False:
-             (broadcast_to(_keep(g, x, dim, keepdim), shape=x.shape),),
+def _count(shape, dim) -> int:
+    """How many elements each output element reduces over."""
+    return math.prod(shape[d] for d in rules.norm_dims(dim, len(shape))) if shape else 1
+
+
+def _acc(x):
+    """PyTorch sums and multiplies integers and bools in int64."""
+    return None if x.dtype.kind == "f" else "int64"
+
+
+def _acc_type(x, dim=None, keepdim=False, **attrs) -> TensorType:
+    t = rules.reduce(x, dim, keepdim)
+    return t if x.dtype.is_floating_point else TensorType(t.shape, dt.int64, t.device)
+
+
+def _typed(dtype):
+    def rule(x, dim=None, keepdim=False, **attrs) -> TensorType:
+        return TensorType(rules.reduced_shape(x.shape, dim, keepdim), dtype, x.device)
+    return rule
+
+
+def _float_only(op: str, input) -> None:
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{op}(): expected a floating point input, got {input.dtype.name} (pass "
+                        "dtype= or cast the input first)")
+
+
+def _nonempty(op: str, shape, dim) -> None:
+    """max/min/amax/argmax have no identity element: reducing nothing is an error."""
+    if dim is None and math.prod(shape) == 0:
+        raise rules.ShapeError(f"{op}(): expected reduction dim to be specified for an input of "
+                               f"shape {tuple(shape)} with no elements")
+    for d in rules.norm_dims(dim, len(shape)) if dim is not None else ():
+        if len(shape) and shape[d] == 0:
+            raise rules.ShapeError(f"{op}(): expected reduction dim {d} to have non-zero size; "
+                                   f"input shape {tuple(shape)}")
+
+
+def _back(g, x, dim, keepdim):
+    """A reduced gradient (or output) broadcast back to the input's shape."""
+    if not keepdim and dim is not None and g.ndim:
+        g = reshape(g, rules.reduced_shape(x.shape, dim, True))
+    return g if tuple(g.shape) == tuple(x.shape) else broadcast_to(g, shape=tuple(x.shape))
+
+
+# ---- masks for VJPs (`sign` has a zero gradient, so they are constants) --------------------------
+def _sign(x):
+    """`sign` lives in the unary family; it is looked up when a VJP runs."""
+    from . import sign
+    return sign(x)
+
+
+def _equal(a, b):
+    """1.0 where a == b, for a >= b everywhere (a maximum against the values it was taken over)."""
+    return 1.0 - _sign(a - b)
+
+
+def _shift(v, dim: int, fill: float):
+    """v moved one step along `dim`, `fill` entering at the front (exclusive scans)."""
+    n = v.shape[dim]
+    if n == 0:
+        return v
+    return pad_op(narrow_op(v, dim=dim, start=0, length=n - 1),
+                  pad=pad_spec(v.ndim, dim, 1, 0), value=fill)
+
+
+def _reverse_cumsum(v, dim: int):
+    return flip_op(cumsum_op(flip_op(v, dims=(dim,)), dim=dim), dims=(dim,))
+
+
+# ---- sums, means, products -----------------------------------------------------------------------
+sum_ = defop("sum", lambda xp, x, dim=None, keepdim=False:
+             x.sum(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x)), _acc_type,
+             vjp=lambda g, out, x, dim=None, keepdim=False: (_back(g, x, dim, keepdim),),
              saves=(), onnx="ReduceSum")
 
 
-def sum_fn(input, dim=None, keepdim=False, *, dtype=None):
-    if dtype is not None:
-        input = input.to(dtype)
-    return sum_(input, dim=dim, keepdim=keepdim)
+def _mean_kernel(xp, x, dim=None, keepdim=False):
+    if _count(x.shape, dim) == 0:  # PyTorch: nan, without NumPy's empty-slice warning
+        return xp.full(rules.reduced_shape(x.shape, dim, keepdim), xp.nan, dtype=x.dtype)
+    return x.mean(axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
-EXPORTS = {"sum": sum_fn}
-METHODS = {"sum": sum_fn}
+mean_op = defop("mean", _mean_kernel, rules.reduce,
+                vjp=lambda g, out, x, dim=None, keepdim=False:
+                (_back(g, x, dim, keepdim) * (1.0 / max(_count(x.shape, dim), 1)),),
+                saves=(), onnx="ReduceMean")
+
+
+def _prod_others(x, dim):
+    """Per element, the product of the others it is reduced with. Exact with zeros: the product
+    of an exclusive cumprod from each side (not out / x)."""
+    axes = tuple(range(x.ndim)) if dim is None else rules.norm_dims(dim, x.ndim)
+    keep = tuple(d for d in range(x.ndim) if d not in axes)
+    moved = permute(x, keep + axes)
+    flat = reshape(moved, tuple(moved.shape[:len(keep)]) + (_count(x.shape, dim),))
+    d = len(keep)
+    left = cumprod_op(_shift(flat, d, 1.0), dim=d)
+    right = flip_op(cumprod_op(_shift(flip_op(flat, dims=(d,)), d, 1.0), dim=d), dims=(d,))
+    others = reshape(left * right, tuple(moved.shape))
+    inverse = [0] * x.ndim
+    for i, a in enumerate(keep + axes):
+        inverse[a] = i
+    return permute(others, inverse)
+
+
+prod_op = defop("prod", lambda xp, x, dim=None, keepdim=False:
+                x.prod(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x)), _acc_type,
+                vjp=lambda g, out, x, dim=None, keepdim=False:
+                (_back(g, x, dim, keepdim) * _prod_others(x, dim) if x.ndim else g,),
+                saves=(0,), onnx="ReduceProd")
+
+
+# ---- extremes ------------------------------------------------------------------------------------
+def _extreme_vjp(is_max: bool):
+    """amax/amin: ties share the gradient equally, as in PyTorch."""
+    def vjp(g, out, x, dim=None, keepdim=False):
+        best = _back(out, x, dim, keepdim)
+        hit = _equal(best, x) if is_max else _equal(x, best)
+        share = _back(g, x, dim, keepdim) / _back(sum_(hit, dim=dim, keepdim=True), x, dim, True)
+        return (share * hit,)
+    return vjp
+
+
+def _extreme_kernel(fn):
+    return lambda xp, x, dim=None, keepdim=False: getattr(xp, fn)(
+        x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+
+
+amax_op = defop("amax", _extreme_kernel("amax"), rules.reduce, vjp=_extreme_vjp(True),
+                saves_out=True, onnx="ReduceMax")
+amin_op = defop("amin", _extreme_kernel("amin"), rules.reduce, vjp=_extreme_vjp(False),
+                saves_out=True, onnx="ReduceMin")
+
+
+def _index_kernel(fn):
+    """argmax/argmin: the first extreme's position; `dim=None` searches the flattened input."""
+    def kernel(xp, x, dim=None, keepdim=False):
+        axis = None if dim is None or x.ndim == 0 else dim
+        return getattr(xp, fn)(x, axis=axis, keepdims=keepdim).astype("int64", copy=False)
+    return kernel
+
+
+def _index_rule(x, dim=None, keepdim=False):
+    shape = (1,) * len(x.shape) if keepdim else ()
+    if dim is not None:
+        shape = rules.reduced_shape(x.shape, dim, keepdim)
+    return TensorType(shape, dt.int64, x.device)
+
+
+argmax_op = defop("argmax", _index_kernel("argmax"), _index_rule)
+argmin_op = defop("argmin", _index_kernel("argmin"), _index_rule)
+
+
+def _select_kernel(fn):
+    """max/min along one dim: values and the (first) index of each."""
+    def kernel(xp, x, dim, keepdim=False):
+        if x.ndim == 0:
+            return x.copy(), xp.zeros((), dtype="int64")
+        idx = getattr(xp, fn)(x, axis=dim, keepdims=True)
+        values = xp.take_along_axis(x, idx, axis=dim)
+        if not keepdim:
+            idx, values = idx.squeeze(dim), values.squeeze(dim)
+        return values, idx.astype("int64", copy=False)
+    return kernel
+
+
+def _select_rule(x, dim, keepdim=False):
+    t = rules.reduce(x, dim, keepdim)
+    return t, TensorType(t.shape, dt.int64, x.device)
+
+
+def _select_vjp(grads, outs, x, dim, keepdim=False):
+    """The gradient goes to the selected element only (the index, not every tie)."""
+    g, idx = grads[0], outs[1]
+    if not x.shape:
+        return (g,)
+    if not keepdim:
+        g, idx = _unsqueeze(g, dim), _unsqueeze(idx, dim)
+    return (g * index_mask(idx, dim=dim % len(x.shape), size=x.shape[dim], dtype=x.dtype),)
+
+
+def _unsqueeze(t, dim):
+    d = dim % (t.ndim + 1)
+    return reshape(t, tuple(t.shape[:d]) + (1,) + tuple(t.shape[d:]))
+
+
+def _index_mask_kernel(xp, idx, dim, size, dtype):
+    positions = xp.arange(size).reshape(tuple(size if d == dim else 1 for d in range(idx.ndim)))
+    return (positions == idx).astype(dtype.np)
+
+
+index_mask = defop(
+    "index_mask", _index_mask_kernel,
+    lambda idx, dim, size, dtype: TensorType(
+        idx.shape[:dim] + (size,) + idx.shape[dim + 1:], dtype, idx.device),
+    onnx=not_exportable("only max/min gradients use it"),
+    doc="1.0 where the position along `dim` equals `idx` (size 1 there): max/min's gradient mask.")
+
+max_dim = defop("max_dim", _select_kernel("argmax"), _select_rule, _select_vjp, saves=(),
+                saves_out=True, num_outputs=2)
+min_dim = defop("min_dim", _select_kernel("argmin"), _select_rule, _select_vjp, saves=(),
+                saves_out=True, num_outputs=2)
+
+_RESULTS = {name: namedtuple(name, ("values", "indices")) for name in ("max", "min")}
+
+
+# ---- moments and log-sum-exp ---------------------------------------------------------------------
+def _moment_kernel(root: bool):
+    """var/std; PyTorch divides by max(0, N - correction), so few elements give inf or nan."""
+    def kernel(xp, x, dim=None, correction=1, keepdim=False):
+        axes, n = _axes(dim, x.ndim), _count(x.shape, dim)
+        if n - correction > 0:
+            return (x.std if root else x.var)(axis=axes, ddof=correction, keepdims=keepdim)
+        shape = rules.reduced_shape(x.shape, dim, keepdim)
+        if n == 0:
+            return xp.full(shape, xp.nan, dtype=x.dtype)
+        dev = x - x.mean(axis=axes, keepdims=True)
+        spread = (dev * dev).sum(axis=axes, keepdims=keepdim)
+        return xp.where(spread > 0, xp.inf, xp.nan).astype(x.dtype).reshape(shape)
+    return kernel
+
+
+def _divisor(x, dim, correction) -> float:
+    n = _count(x.shape, dim) - correction
+    return n if n > 0 else 0.0
+
+
+def _var_vjp(g, out, x, dim=None, correction=1, keepdim=False):
+    centred = x - mean_op(x, dim=dim, keepdim=True)
+    return (_back(g, x, dim, keepdim) * centred * (2 * _safe_inverse(_divisor(x, dim, correction))),)
+
+
+def _std_vjp(g, out, x, dim=None, correction=1, keepdim=False):
+    centred = x - mean_op(x, dim=dim, keepdim=True)
+    scale = _back(g / out, x, dim, keepdim)
+    return (scale * centred * _safe_inverse(_divisor(x, dim, correction)),)
+
+
+def _safe_inverse(n: float) -> float:
+    return 1.0 / n if n else math.inf
+
+
+var_op = defop("var", _moment_kernel(False), rules.reduce, _var_vjp, saves=(0,))
+std_op = defop("std", _moment_kernel(True), rules.reduce, _std_vjp, saves=(0,), saves_out=True)
+
+
+def _logsumexp_kernel(xp, x, dim=None, keepdim=False):
+    axes, shape = _axes(dim, x.ndim), rules.reduced_shape(x.shape, dim, keepdim)
+    if _count(x.shape, dim) == 0:
+        return xp.full(shape, -xp.inf, dtype=x.dtype)
+    top = xp.amax(x, axis=axes, keepdims=True)
+    top = xp.where(xp.isfinite(top), top, 0)  # all -inf (or an inf) must not give inf - inf
+    total = xp.exp(x - top).sum(axis=axes, keepdims=True)
+    nothing = total == 0                      # every entry -inf: the result is -inf, quietly
+    return (xp.log(total + nothing) + xp.where(nothing, -xp.inf, top)).reshape(shape)
+
+
+def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
+    from . import exp
+    return (_back(g, x, dim, keepdim) * exp(x - _back(out, x, dim, keepdim)),)
+
+
+logsumexp_op = defop("logsumexp", _logsumexp_kernel, rules.reduce, _logsumexp_vjp,
+                     saves_out=True, onnx="ReduceLogSumExp")
+
+
+# ---- logical -------------------------------------------------------------------------------------
+def _logical_kernel(fn):
+    def kernel(xp, x, dim=None, keepdim=False):
+        out = getattr(xp, fn)(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+        return out.astype(x.dtype) if x.dtype == "uint8" else out  # PyTorch keeps uint8
+    return kernel
+
+
+def _logical_rule(x, dim=None, keepdim=False):
+    return _typed(dt.uint8 if x.dtype is dt.uint8 else dt.bool_)(x, dim, keepdim)
+
+
+all_op = defop("all", _logical_kernel("all"), _logical_rule)
+any_op = defop("any", _logical_kernel("any"), _logical_rule)
+
+
+# ---- scans ---------------------------------------------------------------------------------------
+def _scan_kernel(fn):
+    def kernel(xp, x, dim):
+        if x.ndim == 0:
+            return x.astype(_acc(x) or x.dtype)
+        return getattr(xp, fn)(x, axis=dim, dtype=_acc(x))
+    return kernel
+
+
+def _scan_rule(x, dim):
+    return TensorType(x.shape, x.dtype if x.dtype.is_floating_point else dt.int64, x.device)
+
+
+def _cumprod_vjp(g, out, x, dim):
+    """Exact with zeros. Before the first zero along `dim`: the reverse cumsum of g * out over x.
+    At the first zero z: prod(x[:z]) * sum over k >= z of g[k] * prod(x[z+1:k+1]). After: 0."""
+    if not x.shape:
+        return (g,)
+    nonzero = _sign(x) * _sign(x)
+    before = cumprod_op(nonzero, dim=dim)               # 1 before the first zero
+    upto = _shift(before, dim, 1.0)                     # 1 up to and including it
+    at_zero = upto - before
+    part_before = before * _reverse_cumsum(g * out, dim) / (x + (1.0 - nonzero))
+    after_zero = cumprod_op(x * (1.0 - upto) + upto, dim=dim)
+    part_at = at_zero * _shift(out, dim, 1.0) * _reverse_cumsum(g * after_zero, dim)
+    return (part_before + part_at,)
+
+
+cumsum_op = defop("cumsum", _scan_kernel("cumsum"), _scan_rule,
+                  vjp=lambda g, out, x, dim: (_reverse_cumsum(g, dim) if x.shape else g,),
+                  saves=(), onnx="CumSum")
+cumprod_op = defop("cumprod", _scan_kernel("cumprod"), _scan_rule, _cumprod_vjp,
+                   saves_out=True, onnx=not_exportable("ONNX has no cumulative product"))
+
+
+# ---- vector norms --------------------------------------------------------------------------------
+def _norm_kernel(xp, x, ord=2.0, dim=None, keepdim=False):
+    axes = _axes(dim, x.ndim)
+    if ord == 2:
+        return xp.sqrt((x * x).sum(axis=axes, keepdims=keepdim))
+    a = xp.abs(x)
+    if ord == math.inf:
+        return a.max(axis=axes, keepdims=keepdim)
+    if ord == -math.inf:
+        return a.min(axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return (a != 0).sum(axis=axes, keepdims=keepdim).astype(x.dtype)
+    if ord == 1:
+        return a.sum(axis=axes, keepdims=keepdim)
+    return ((a ** ord).sum(axis=axes, keepdims=keepdim)) ** (1.0 / ord)
+
+
+def _norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
+    gb, norm = _back(g, x, dim, keepdim), _back(out, x, dim, keepdim)
+    if ord == 0:
+        return (gb * 0.0,)
+    unit = norm + _equal(norm, 0.0)                     # the norm, with 1 where it is 0
+    if ord == 2:  # x / norm, and 0 where the norm is 0 (x is 0 there too)
+        return (gb * x / unit,)
+    sign = _sign(x)
+    if math.isinf(ord):  # like amax: ties share the gradient
+        size = x * sign
+        hit = _equal(norm, size) if ord > 0 else _equal(size, norm)
+        count = _back(sum_(hit, dim=dim, keepdim=True), x, dim, True)
+        return (gb * sign * hit / count,)
+    size = x * sign + (1.0 - sign * sign)               # |x|, with 1 where x is 0
+    return (gb * sign * (size / unit) ** (ord - 1.0),)
+
+
+vector_norm_op = defop("vector_norm", _norm_kernel, rules.reduce, _norm_vjp, saves_out=True)
+
+
+# ---- public functions ----------------------------------------------------------------------------
+def _cast_for(input, dtype):
+    return input if dtype is None else input.to(dtype)
+
+
+def sum_fn(input, dim=None, keepdim: bool = False, *, dtype=None):
+    input = _cast_for(input, dtype)
+    return sum_(input, dim=canonical_dims(dim, input.ndim, "sum"), keepdim=keepdim)
+
+
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    input = _cast_for(input, dtype)
+    _float_only("mean", input)
+    return mean_op(input, dim=canonical_dims(dim, input.ndim, "mean"), keepdim=keepdim)
+
+
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
+    input = _cast_for(input, dtype)
+    dims = None if dim is None else (dim_index(dim, input.ndim, "prod"),)
+    return prod_op(input, dim=dims, keepdim=keepdim)
+
+
+def _extreme(name: str, full_op, select_op, binary: str):
+    def fn(input, dim=None, keepdim: bool = False):
+        if dim is None:
+            _nonempty(name, input.shape, None)
+            return full_op(input, dim=None, keepdim=False)
+        if hasattr(dim, "shape"):  # max(input, other): the elementwise maximum
+            from .. import ops
+            return getattr(ops, binary)(input, dim)
+        d = dim_index(dim, input.ndim, name)
+        _nonempty(name, input.shape, (d,))
+        return _RESULTS[name](*select_op(input, dim=d, keepdim=keepdim))
+    fn.__name__ = name
+    return fn
+
+
+max_fn = _extreme("max", amax_op, max_dim, "maximum")
+min_fn = _extreme("min", amin_op, min_dim, "minimum")
+
+
+def _amax_like(name: str, op):
+    def fn(input, dim=(), keepdim: bool = False):
+        dims = canonical_dims(dim, input.ndim, name)
+        _nonempty(name, input.shape, dims)
+        return op(input, dim=dims, keepdim=keepdim)
+    fn.__name__ = name
+    return fn
+
+
+def _argmax_like(name: str, op):
+    def fn(input, dim=None, keepdim: bool = False):
+        d = None if dim is None else dim_index(dim, input.ndim, name)
+        _nonempty(name, input.shape, None if d is None else (d,))
+        return op(input, dim=d, keepdim=keepdim)
+    fn.__name__ = name
+    return fn
+
+
+def _correction(op: str, dim, unbiased, correction):
+    """PyTorch's overloads: var(x, unbiased), var(x, dim, unbiased, keepdim), correction=."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{op}(): pass either unbiased or correction, not both")
+    if correction is None:
+        correction = 1 if unbiased is None else int(unbiased)
+    return dim, correction
+
+
+def _moment(name: str, op):
+    def fn(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+        dim, correction = _correction(name, dim, unbiased, correction)
+        _float_only(name, input)
+        return op(input, dim=canonical_dims(dim, input.ndim, name), correction=correction,
+                  keepdim=keepdim)
+    fn.__name__ = name
+    return fn
+
+
+var = _moment("var", var_op)
+std = _moment("std", std_op)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(
+        input, None if isinstance(dim, bool) else dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(
+        input, None if isinstance(dim, bool) else dim, keepdim)
+
+
+def logsumexp(input, dim, keepdim: bool = False):
+    if not input.dtype.is_floating_point:
+        input = input.to(dt.get_default_dtype())
+    return logsumexp_op(input, dim=canonical_dims(dim, input.ndim, "logsumexp"), keepdim=keepdim)
+
+
+def _logical(name: str, op):
+    def fn(input, dim=None, keepdim: bool = False):
+        return op(input, dim=canonical_dims(dim, input.ndim, name), keepdim=keepdim)
+    fn.__name__ = name
+    return fn
+
+
+def _scan(name: str, op):
+    def fn(input, dim: int, *, dtype=None):
+        input = _cast_for(input, dtype)
+        return op(input, dim=dim_index(dim, input.ndim, name))
+    fn.__name__ = name
+    return fn
+
+
+def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
+    """torch.linalg.vector_norm: ord 2 (default), 1, inf, -inf, 0 or any other real."""
+    x = _cast_for(x, dtype)
+    _float_only("linalg.vector_norm", x)
+    dims = canonical_dims(dim, x.ndim, "linalg.vector_norm")
+    if (ord < 0 or math.isinf(ord)) and _count(x.shape, dims) == 0:
+        raise rules.ShapeError(f"linalg.vector_norm cannot compute the {ord} norm on an empty "
+                               f"tensor (shape {tuple(x.shape)}) because it has no identity")
+    return vector_norm_op(x, ord=float(ord), dim=dims, keepdim=keepdim)
+
+
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
+    """torch.norm: 'fro' and numbers are vector norms over `dim` (all dims by default)."""
+    if p == "fro":
+        p = 2
+    elif isinstance(p, str):
+        raise NotImplementedError(f"norm: p={p!r} is not supported; use 'fro' or a number")
+    return vector_norm(input, p, dim, keepdim, dtype=dtype)
+
+
+EXPORTS = {
+    "sum": sum_fn, "mean": mean, "prod": prod, "max": max_fn, "min": min_fn,
+    "amax": _amax_like("amax", amax_op), "amin": _amax_like("amin", amin_op),
+    "argmax": _argmax_like("argmax", argmax_op), "argmin": _argmax_like("argmin", argmin_op),
+    "var": var, "std": std, "var_mean": var_mean, "std_mean": std_mean, "logsumexp": logsumexp,
+    "all": _logical("all", all_op), "any": _logical("any", any_op),
+    "cumsum": _scan("cumsum", cumsum_op), "cumprod": _scan("cumprod", cumprod_op), "norm": norm,
+}
+METHODS = {name: EXPORTS[name] for name in (
+    "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
+    "logsumexp", "all", "any", "cumsum", "cumprod", "norm")}
