@@ -1,3 +1,166 @@
-"""(family stub: filled in by its owner; see docs/adding_ops.md)"""
-EXPORTS: dict = {}
-METHODS: dict = {}
+"""Activation functions, with `torch.nn.functional`'s signatures.
+
+sigmoid, relu, gelu, silu and softplus are primitive ops: each is one node for the graph fuser and
+the ONNX exporter, with a fused, overflow-free kernel (softplus's formula would otherwise
+overflow exp and poison its gradient with inf * 0). The rest are composites of primitives and get
+their gradients for free. `inplace=True` writes the result into the input, as in PyTorch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import rules
+from .arith import add, div, mul, neg, sub
+from .compare import clamp, gt, where
+from .opdef import defop
+from .unary import _erf_kernel, abs_, erf, exp, expm1, floating, tanh
+
+_SQRT_HALF = math.sqrt(0.5)
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_GELU_CUBIC = 0.044715
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _sigmoid_kernel(xp, x, out=None):
+    x = floating(x)
+    out = xp.empty_like(x) if out is None else out
+    with np.errstate(over="ignore"):  # exp(-x) = inf for very negative x gives the right 0
+        xp.exp(xp.negative(x, out=out), out=out)
+    out += 1
+    return xp.reciprocal(out, out=out)
+
+
+def _silu_kernel(xp, x):
+    x = floating(x)
+    with np.errstate(over="ignore"):
+        return x / (1 + xp.exp(-x))
+
+
+def _gelu_kernel(xp, x, approximate="none"):
+    x = floating(x)
+    if approximate == "tanh":
+        return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)))
+    return 0.5 * x * (1 + _erf_kernel(xp, x * _SQRT_HALF))
+
+
+def _gelu_vjp(g, out, x, approximate="none"):
+    if approximate == "tanh":
+        t = tanh(mul(add(x, mul(mul(mul(x, x), x), _GELU_CUBIC)), _SQRT_2_OVER_PI))
+        slope = mul(add(mul(mul(x, x), 3 * _GELU_CUBIC), 1), _SQRT_2_OVER_PI)
+        d = add(mul(add(t, 1), 0.5), mul(mul(mul(x, 0.5), sub(1, mul(t, t))), slope))
+    else:
+        cdf = mul(add(erf(mul(x, _SQRT_HALF)), 1), 0.5)
+        d = add(cdf, mul(x, mul(exp(mul(mul(x, x), -0.5)), _INV_SQRT_2PI)))
+    return (mul(g, d),)
+
+
+def _silu_vjp(g, out, x):
+    s = sigmoid(x)
+    return (mul(g, mul(s, add(mul(x, sub(1, s)), 1))),)
+
+
+def _softplus_kernel(xp, x, beta=1.0, threshold=20.0):
+    x = floating(x)
+    bx = x * beta
+    return xp.where(bx > threshold, x, xp.logaddexp(0, bx) / beta)
+
+
+def _softplus_vjp(g, out, x, beta=1.0, threshold=20.0):
+    bx = mul(x, beta)
+    return (where(gt(bx, threshold), g, mul(g, sigmoid(bx))),)
+
+
+sigmoid = defop("sigmoid", _sigmoid_kernel, rules.same_float,
+                vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),), saves=(), saves_out=True,
+                elementwise=True, out_arg=True, onnx="Sigmoid")
+relu_op = defop("relu", lambda xp, x, out=None: xp.maximum(x, 0, out=out), rules.same,
+                vjp=lambda g, out, x: (where(gt(out, 0), g, 0),), saves=(), saves_out=True,
+                elementwise=True, out_arg=True, onnx="Relu")
+gelu_op = defop("gelu", _gelu_kernel, rules.same_float, vjp=_gelu_vjp, saves=(0,),
+                elementwise=True, onnx="Gelu")
+silu_op = defop("silu", _silu_kernel, rules.same_float, vjp=_silu_vjp, saves=(0,),
+                elementwise=True)
+softplus_op = defop("softplus", _softplus_kernel, rules.same_float, vjp=_softplus_vjp,
+                    saves=(0,), elementwise=True, onnx="Softplus")
+
+
+def _result(input, out, inplace: bool):
+    return input.copy_(out) if inplace else out
+
+
+def relu(input, inplace: bool = False):
+    return input.relu_() if inplace else relu_op(input)
+
+
+def gelu(input, approximate: str = "none"):
+    """x * Phi(x), exactly (via erf) or with PyTorch's tanh approximation."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return gelu_op(input, approximate=approximate) if approximate == "tanh" else gelu_op(input)
+
+
+def silu(input, inplace: bool = False):
+    return _result(input, silu_op(input), inplace)
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
+    return softplus_op(input, beta=beta, threshold=threshold)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    return _result(input, where(gt(input, 0), input, mul(input, negative_slope)), inplace)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    # expm1 of clamp(x, max=0): the discarded branch never overflows, so its gradient stays finite
+    return _result(input, where(gt(input, 0), input, mul(expm1(clamp(input, max=0)), alpha)),
+                   inplace)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    negative = mul(expm1(div(clamp(input, max=0), alpha)), alpha)
+    return _result(input, where(gt(input, 0), input, negative), inplace)
+
+
+def selu(input, inplace: bool = False):
+    return _result(input, mul(elu(input, _SELU_ALPHA), _SELU_SCALE), inplace)
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    return _result(input, clamp(input, min_val, max_val), inplace)
+
+
+def relu6(input, inplace: bool = False):
+    return hardtanh(input, 0, 6, inplace)
+
+
+def hardsigmoid(input, inplace: bool = False):
+    return _result(input, clamp(add(div(input, 6), 0.5), 0, 1), inplace)
+
+
+def hardswish(input, inplace: bool = False):
+    return _result(input, mul(input, hardsigmoid(input)), inplace)
+
+
+def mish(input, inplace: bool = False):
+    return _result(input, mul(input, tanh(softplus(input))), inplace)
+
+
+def logsigmoid(input):
+    return neg(softplus(neg(input)))
+
+
+def softsign(input):
+    return div(input, add(abs_(input), 1))
+
+
+EXPORTS = {"sigmoid": sigmoid, "relu": relu, "gelu": gelu, "silu": silu, "softplus": softplus,
+           "leaky_relu": leaky_relu, "elu": elu, "celu": celu, "selu": selu,
+           "hardtanh": hardtanh, "relu6": relu6, "hardsigmoid": hardsigmoid,
+           "hardswish": hardswish, "mish": mish, "logsigmoid": logsigmoid, "softsign": softsign}
+METHODS = {"sigmoid": sigmoid, "relu": relu_op}

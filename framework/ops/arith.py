@@ -1,7 +1,10 @@
 """Arithmetic: the binary ops behind Python's operators, and their Tensor methods.
 
 Each op is one `defop` line-group: kernel, rule, VJP (with ops). Broadcast gradients are reduced to
-the input shapes by the engine, so VJPs here are written as if shapes matched.
+the input shapes by the engine, so VJPs here are written as if shapes matched. Inputs are promoted
+by the dispatcher (PyTorch's rules, `promote=True`) before a kernel sees them, so a kernel meets
+one dtype. True division of integers gives the default float dtype, as in PyTorch; the kernel and
+the rule (`_float_result`) read the same default.
 """
 from __future__ import annotations
 
@@ -22,6 +25,30 @@ def _grad_if(x, fn):
     return fn() if x.requires_grad else None
 
 
+def zero_grad(g):
+    """The gradient of a piecewise-constant op (floor, sign, floor_divide, ...): zeros, as in
+    PyTorch, so the output still takes part in autograd."""
+    from .inplace import fill
+    return fill(g, value=0)
+
+
+def _zero_grads(g, out, *inputs, **attrs):
+    return tuple(zero_grad(g) if x.requires_grad else None for x in inputs)
+
+
+def _div_kernel(xp, x, y, out=None):
+    if x.dtype.kind == "f":
+        return xp.true_divide(x, y, out=out)
+    return xp.true_divide(x, y, out=out, dtype=dt.get_default_dtype().np)
+
+
+def _trunc_divide_kernel(xp, x, y, out=None):
+    """C-style division: floats truncate x / y; integers stay exact (x - fmod(x, y) divides y)."""
+    if x.dtype.kind == "f":
+        return xp.trunc(xp.true_divide(x, y, out=out), out=out)
+    return xp.floor_divide(x - xp.fmod(x, y), y, out=out)
+
+
 add = defop("add", lambda xp, x, y, out=None: xp.add(x, y, out=out), rules.broadcast,
             vjp=lambda g, out, x, y: (g, g), saves=(), onnx="Add", **_BIN)
 sub = defop("sub", lambda xp, x, y, out=None: xp.subtract(x, y, out=out), rules.broadcast,
@@ -29,86 +56,106 @@ sub = defop("sub", lambda xp, x, y, out=None: xp.subtract(x, y, out=out), rules.
 mul = defop("mul", lambda xp, x, y, out=None: xp.multiply(x, y, out=out), rules.broadcast,
             vjp=lambda g, out, x, y: (_grad_if(x, lambda: mul(g, y)), _grad_if(y, lambda: mul(g, x))),
             onnx="Mul", **_BIN)
-div = defop("div", lambda xp, x, y, out=None: xp.true_divide(x, y, out=out), rules.broadcast,
+div = defop("div", _div_kernel, _float_result,
             vjp=lambda g, out, x, y: (_grad_if(x, lambda: div(g, y)),
                                       _grad_if(y, lambda: neg(div(mul(g, out), y)))),
             saves_out=True, onnx="Div", **_BIN)
 neg = defop("neg", lambda xp, x, out=None: xp.negative(x, out=out), rules.same,
             vjp=lambda g, out, x: (neg(g),), saves=(), elementwise=True, out_arg=True, onnx="Neg")
+floor_divide = defop(
+    "floor_divide", lambda xp, x, y, out=None: xp.floor_divide(x, y, out=out), rules.broadcast,
+    vjp=_zero_grads, saves=(), doc="x / y rounded down (Python's //); zero gradients.", **_BIN)
+trunc_divide = defop(
+    "trunc_divide", _trunc_divide_kernel, rules.broadcast, vjp=_zero_grads, saves=(),
+    doc="x / y rounded toward zero: `div(..., rounding_mode='trunc')`; zero gradients.", **_BIN)
+remainder = defop(
+    "remainder", lambda xp, x, y, out=None: xp.remainder(x, y, out=out), rules.broadcast,
+    vjp=lambda g, out, x, y: (g, _grad_if(y, lambda: neg(mul(g, floor_divide(x, y))))),
+    doc="x - floor(x / y) * y: the sign of the divisor (Python's %).", **_BIN)
+fmod = defop(
+    "fmod", lambda xp, x, y, out=None: xp.fmod(x, y, out=out), rules.broadcast,
+    vjp=lambda g, out, x, y: (g, _grad_if(y, lambda: neg(mul(g, trunc_divide(x, y))))),
+    doc="x - trunc(x / y) * y: the sign of the dividend (C's fmod).", **_BIN)
 
 
 def _pow_vjp(g, out, x, y):
+    """PyTorch's masks: a zero exponent has zero slope in x, and 0 ** y (y >= 0) none in y."""
+    from .compare import eq, ge, logical_and, where
     from .unary import log
-    return (_grad_if(x, lambda: mul(g, mul(y, pow_(x, sub(y, 1))))),
-            _grad_if(y, lambda: mul(g, mul(out, log(x)))))
+    return (_grad_if(x, lambda: where(eq(y, 0), 0, mul(g, mul(y, pow_(x, sub(y, 1)))))),
+            _grad_if(y, lambda: where(logical_and(eq(x, 0), ge(y, 0)), 0,
+                                      mul(g, mul(out, log(x))))))
 
 
 pow_ = defop("pow", lambda xp, x, y, out=None: xp.power(x, y, out=out), rules.broadcast,
              vjp=_pow_vjp, saves_out=True, onnx="Pow", **_BIN)
 
-
-def _as_float(x):
-    from .core import cast
-    if hasattr(x, "dtype") and not x.dtype.is_floating_point:
-        return cast(x, dtype=dt.get_default_dtype())
-    return x
+_DIVIDE_BY_MODE = {None: div, "floor": floor_divide, "trunc": trunc_divide}
 
 
-def add_fn(input, other, *, alpha=1):
-    """`input + alpha * other`."""
-    return add(input, other if alpha == 1 else mul(other, alpha))
-
-
-def sub_fn(input, other, *, alpha=1):
-    return sub(input, other if alpha == 1 else mul(other, alpha))
-
-
-def div_fn(input, other, *, rounding_mode=None):
-    """True division (ints give floats); `rounding_mode` 'floor' or 'trunc' as in PyTorch."""
-    if rounding_mode is None:
-        if not _is_float(input) and not _is_float(other):
-            input = _as_float(input) if hasattr(input, "dtype") else float(input)
-        return div(input, other)
-    from .unary import floor_divide, trunc
-    if rounding_mode == "floor":
-        return floor_divide(input, other)
-    if rounding_mode == "trunc":
-        return trunc(div_fn(input, other)) if _is_float(input) or _is_float(other) else \
-            _trunc_int_div(input, other)
-    raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
-
-
-def _trunc_int_div(a, b):
-    from .unary import trunc
-    from .core import cast
-    q = trunc(div_fn(a, b))
-    return cast(q, dtype=dt.promote([a.dtype] if hasattr(a, "dtype") else [],
-                                    [], [] if hasattr(a, "dtype") else [a]))
+def divide_op(rounding_mode):
+    """The op behind `div(..., rounding_mode=...)` (also used by `div_`)."""
+    try:
+        return _DIVIDE_BY_MODE[rounding_mode]
+    except (KeyError, TypeError):
+        raise ValueError("div: rounding_mode must be None, 'floor' or 'trunc', "
+                         f"got {rounding_mode!r}") from None
 
 
 def _is_float(x) -> bool:
     return x.dtype.is_floating_point if hasattr(x, "dtype") else isinstance(x, float)
 
 
-def _rsub(x, y):
-    return sub(y, x)
+def scaled(other, alpha, input, name: str):
+    """`alpha * other` for add/sub's `alpha=`, with PyTorch's check on integer inputs."""
+    if alpha == 1:
+        return other
+    if isinstance(alpha, float) and not (_is_float(input) or _is_float(other)):
+        raise TypeError(f"{name}: for integral input tensors, argument alpha must not be a "
+                        f"floating point number, got alpha={alpha}")
+    return mul(other, alpha)
 
 
-def _rdiv(x, y):
-    return div_fn(y, x)
+def add_fn(input, other, *, alpha=1) -> "Tensor":  # noqa: F821
+    """`input + alpha * other`."""
+    return add(input, scaled(other, alpha, input, "add"))
 
 
-def _rpow(x, y):
-    return pow_(y, x)
+def sub_fn(input, other, *, alpha=1) -> "Tensor":  # noqa: F821
+    """`input - alpha * other`."""
+    return sub(input, scaled(other, alpha, input, "sub"))
 
 
-EXPORTS = {"add": add_fn, "sub": sub_fn, "subtract": sub_fn, "mul": mul, "multiply": mul,
-           "div": div_fn, "divide": div_fn, "true_divide": div_fn, "neg": neg, "negative": neg,
-           "pow": pow_}
+def rsub(input, other, *, alpha=1) -> "Tensor":  # noqa: F821
+    """`other - alpha * input`."""
+    return sub(other, scaled(input, alpha, other, "rsub"))
+
+
+def div_fn(input, other, *, rounding_mode=None) -> "Tensor":  # noqa: F821
+    """True division (integers give the default float); `rounding_mode` 'floor' or 'trunc'
+    rounds the quotient and keeps integer inputs integer, as in PyTorch."""
+    return divide_op(rounding_mode)(input, other)
+
+
+def _reflected(op):
+    """`other <op> self` for Python's reflected operators (`2 - x`, `2 / x`, `2 ** x`)."""
+    def method(self, other):
+        return op(other, self)
+    method.__name__ = f"__r{op.name}__"
+    return method
+
+
+EXPORTS = {"add": add_fn, "sub": sub_fn, "subtract": sub_fn, "rsub": rsub, "mul": mul,
+           "multiply": mul, "div": div_fn, "divide": div_fn, "true_divide": div,
+           "floor_divide": floor_divide, "remainder": remainder, "fmod": fmod, "neg": neg,
+           "negative": neg, "pow": pow_}
 METHODS = {
-    "add": add_fn, "sub": sub_fn, "mul": mul, "div": div_fn, "neg": neg, "pow": pow_,
-    "__add__": add, "__radd__": lambda x, y: add(y, x), "__sub__": sub, "__rsub__": _rsub,
-    "__mul__": mul, "__rmul__": lambda x, y: mul(y, x), "__truediv__": div_fn,
-    "__rtruediv__": _rdiv, "__neg__": neg, "__pos__": lambda x: x, "__pow__": pow_,
-    "__rpow__": _rpow,
+    "add": add_fn, "sub": sub_fn, "subtract": sub_fn, "mul": mul, "multiply": mul, "div": div_fn,
+    "divide": div_fn, "true_divide": div, "floor_divide": floor_divide, "remainder": remainder,
+    "fmod": fmod, "neg": neg, "negative": neg, "pow": pow_,
+    "__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": _reflected(sub),
+    "__mul__": mul, "__rmul__": mul, "__truediv__": div, "__rtruediv__": _reflected(div),
+    "__floordiv__": floor_divide, "__rfloordiv__": _reflected(floor_divide),
+    "__mod__": remainder, "__rmod__": _reflected(remainder),
+    "__pow__": pow_, "__rpow__": _reflected(pow_), "__neg__": neg, "__pos__": lambda x: x,
 }

@@ -1,10 +1,25 @@
-"""In-place forms (`add_`, `mul_`, `copy_`, `fill_`, ...): one generic mechanism over the
-out-of-place ops (see `dispatch.apply_inplace`), plus the two ops that only make sense in place."""
+"""In-place forms (`add_`, `mul_`, `clamp_`, `copy_`, `normal_`, ...): one generic mechanism over
+the out-of-place ops (see `dispatch.apply_inplace`), the two ops that only make sense in place
+(assign, fill), and the fused updates addcmul/addcdiv/lerp that optimizers run in place.
+"""
 from __future__ import annotations
 
-from .arith import add, div, mul, sub
-from .dispatch import apply_inplace
+from ..tensor import Tensor
+from . import random as random_ops
+from . import rules
+from .activation import relu_op, sigmoid
+from .arith import _grad_if, add, div, divide_op, floor_divide, mul, neg, remainder, scaled, sub
+from .arith import pow_ as pow_op
+from .compare import bitwise_and, bitwise_or, bitwise_xor, check_bounds, clamp_max, clamp_min
+from .compare import clamp_op
+from .core import cast, identity
+from .dispatch import OpError, apply_inplace, state
 from .opdef import TensorType, defop
+from .unary import abs_, exp, sqrt, tanh
+
+
+def _like_target(x, *rest, **attrs):
+    return TensorType(x.shape, x.dtype, x.device)
 
 
 def _assign_kernel(xp, x, src, out=None):
@@ -19,41 +34,180 @@ def _fill_kernel(xp, x, value, out=None):
     return out
 
 
-assign = defop("assign", _assign_kernel, lambda x, src: TensorType(x.shape, x.dtype, x.device),
+assign = defop("assign", _assign_kernel, _like_target,
                vjp=lambda g, out, x, src: (None, g), saves=(), out_arg=True, onnx="Expand",
                doc="x's shape and dtype, src's values (broadcast): the op behind `copy_`.")
-fill = defop("fill", _fill_kernel, lambda x, value: TensorType(x.shape, x.dtype, x.device),
+fill = defop("fill", _fill_kernel, _like_target,
              vjp=lambda g, out, x, value: (None,), saves=(), out_arg=True,
              doc="x's shape and dtype filled with a Python scalar: the op behind `fill_`/`zero_`.")
+
+
+def _addcmul_kernel(xp, x, t1, t2, value=1, out=None):
+    prod = xp.multiply(t1, t2)
+    if value != 1:
+        prod *= value
+    return xp.add(x, prod, out=out)
+
+
+def _addcdiv_kernel(xp, x, t1, t2, value=1, out=None):
+    if t1.dtype.kind != "f":
+        raise TypeError("addcdiv: integer division is not supported; use floating-point tensors")
+    quot = xp.true_divide(t1, t2)
+    if value != 1:
+        quot *= value
+    return xp.add(x, quot, out=out)
+
+
+def _lerp_kernel(xp, start, end, weight, out=None):
+    step = xp.subtract(end, start)
+    step *= weight
+    return xp.add(start, step, out=out)
+
+
+_FUSED = dict(promote=True, elementwise=True, out_arg=True)
+addcmul_op = defop(
+    "addcmul", _addcmul_kernel, rules.broadcast,
+    vjp=lambda g, out, x, t1, t2, value=1: (
+        g, _grad_if(t1, lambda: mul(g, mul(t2, value))), _grad_if(t2, lambda: mul(g, mul(t1, value)))),
+    saves=(1, 2), doc="x + value * t1 * t2, in one pass (optimizers' second moments).", **_FUSED)
+addcdiv_op = defop(
+    "addcdiv", _addcdiv_kernel, rules.broadcast,
+    vjp=lambda g, out, x, t1, t2, value=1: (
+        g, _grad_if(t1, lambda: mul(g, div(value, t2))),
+        _grad_if(t2, lambda: neg(mul(g, div(mul(t1, value), mul(t2, t2)))))),
+    saves=(1, 2), doc="x + value * t1 / t2, in one pass (Adam's update).", **_FUSED)
+lerp_op = defop(
+    "lerp", _lerp_kernel, rules.broadcast,
+    vjp=lambda g, out, s, e, w: (_grad_if(s, lambda: mul(g, sub(1, w))),
+                                 _grad_if(e, lambda: mul(g, w)),
+                                 _grad_if(w, lambda: mul(g, sub(e, s)))),
+    doc="start + weight * (end - start).", **_FUSED)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """`input + value * tensor1 * tensor2`."""
+    return addcmul_op(input, tensor1, tensor2, value=value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """`input + value * tensor1 / tensor2` (floating-point tensors only, as in PyTorch)."""
+    return addcdiv_op(input, tensor1, tensor2, value=value)
+
+
+def lerp(input, end, weight) -> Tensor:
+    """`input + weight * (end - input)`; `weight` is a number or a tensor."""
+    return lerp_op(input, end, weight)
+
+
+# ---- the in-place mechanism ---------------------------------------------------------------------
+def _reads_target(op) -> bool:
+    return op.saves is None or 0 in op.saves
+
+
+def run_inplace(op, target, args, attrs, name: str):
+    """`target.<name>(*args, **attrs)`: `op(target, *args)` written into target.
+
+    Under autograd, an op whose VJP reads its first input runs on a snapshot of the target, and
+    the result is then copied in: overwriting the target must not change what the VJP reads
+    (PyTorch keeps a copy of the original `self` likewise). Everything else is
+    `dispatch.apply_inplace`, whose fast path writes straight into the target.
+    """
+    if state.grad_enabled:
+        if target.requires_grad and target.grad_fn is None:
+            raise RuntimeError(f"{name}: a leaf tensor that requires grad is being used in an "
+                               "in-place operation; wrap it in `with dualflow.no_grad():` or "
+                               "clone it")
+        if _reads_target(op) and (target.requires_grad or any(
+                isinstance(a, Tensor) and a.requires_grad for a in args)):
+            result = op(identity(target), *args, **attrs)
+            if result.shape != target.shape:
+                raise OpError(f"{name}: the result shape {tuple(result.shape)} does not match "
+                              f"the in-place target's shape {tuple(target.shape)}")
+            if result.dtype is not target.dtype:
+                result = cast(result, dtype=target.dtype)
+            return apply_inplace(assign, target, (result,), {})
+    return apply_inplace(op, target, args, attrs)
 
 
 def inplace_form(op, name: str):
     """The method `x.<name>(*args, **attrs)` that writes `op(x, *args)` into x."""
     def method(self, *args, **attrs):
-        return apply_inplace(op, self, args, attrs)
+        return run_inplace(op, self, args, attrs, name)
     method.__name__ = name
     method.__doc__ = f"In-place form of `{op.name}`."
     return method
 
 
 def _add_(self, other, *, alpha=1):
-    return apply_inplace(add, self, (other if alpha == 1 else mul(other, alpha),), {})
+    return run_inplace(add, self, (scaled(other, alpha, self, "add_"),), {}, "add_")
 
 
 def _sub_(self, other, *, alpha=1):
-    return apply_inplace(sub, self, (other if alpha == 1 else mul(other, alpha),), {})
+    return run_inplace(sub, self, (scaled(other, alpha, self, "sub_"),), {}, "sub_")
 
 
-def _fill_(self, value):
-    if hasattr(value, "item"):
-        value = value.item()
-    return apply_inplace(fill, self, (), {"value": value})
+def _div_(self, other, *, rounding_mode=None):
+    return run_inplace(divide_op(rounding_mode), self, (other,), {}, "div_")
 
+
+def _fill_(self, value, name="fill_"):
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ValueError(f"{name}: only a 0-d tensor can be the fill value, got shape "
+                             f"{tuple(value.shape)}")
+        return run_inplace(assign, self, (value,), {}, name)
+    return run_inplace(fill, self, (), {"value": value}, name)
+
+
+def _clamp_(self, min=None, max=None):  # noqa: A002 - PyTorch's argument names
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if min is not None:
+            run_inplace(clamp_min, self, (min,), {}, "clamp_")
+        return self if max is None else run_inplace(clamp_max, self, (max,), {}, "clamp_")
+    check_bounds(min, max, "clamp_")
+    return run_inplace(clamp_op, self, (), {"min": min, "max": max}, "clamp_")
+
+
+def _addcmul_(self, tensor1, tensor2, *, value=1):
+    return run_inplace(addcmul_op, self, (tensor1, tensor2), {"value": value}, "addcmul_")
+
+
+def _addcdiv_(self, tensor1, tensor2, *, value=1):
+    return run_inplace(addcdiv_op, self, (tensor1, tensor2), {"value": value}, "addcdiv_")
+
+
+def _random_fill(self, op, name, **attrs):
+    """Draw with the random op (so graph mode replays it), then copy into the tensor."""
+    sample = op(shape=tuple(self.shape), dtype=self.dtype, device=self.device, **attrs)
+    return run_inplace(assign, self, (sample,), {}, name)
+
+
+def _normal_(self, mean=0.0, std=1.0, *, generator=None):
+    return _random_fill(self, random_ops.normal, "normal_", mean=float(mean), std=float(std),
+                        generator=generator)
+
+
+def _uniform_(self, a=0.0, b=1.0, *, generator=None):
+    return _random_fill(self, random_ops.uniform, "uniform_", low=float(a), high=float(b),
+                        generator=generator)
+
+
+_FORMS = {name: inplace_form(op, name) for name, op in {
+    "mul_": mul, "floor_divide_": floor_divide, "remainder_": remainder, "pow_": pow_op,
+    "neg_": neg, "abs_": abs_, "exp_": exp, "sqrt_": sqrt, "tanh_": tanh, "sigmoid_": sigmoid,
+    "relu_": relu_op, "clamp_min_": clamp_min, "clamp_max_": clamp_max, "lerp_": lerp_op,
+    "copy_": assign, "bitwise_and_": bitwise_and, "bitwise_or_": bitwise_or,
+    "bitwise_xor_": bitwise_xor}.items()}
 
 METHODS = {
-    "add_": _add_, "sub_": _sub_, "mul_": inplace_form(mul, "mul_"),
-    "div_": inplace_form(div, "div_"), "copy_": inplace_form(assign, "copy_"),
-    "fill_": _fill_, "zero_": lambda self: _fill_(self, 0),
-    "__iadd__": _add_, "__isub__": _sub_, "__imul__": inplace_form(mul, "__imul__"),
-    "__itruediv__": inplace_form(div, "__itruediv__"),
+    **_FORMS, "add_": _add_, "sub_": _sub_, "subtract_": _sub_, "multiply_": _FORMS["mul_"],
+    "div_": _div_, "divide_": _div_, "negative_": _FORMS["neg_"], "absolute_": _FORMS["abs_"],
+    "clamp_": _clamp_, "clip_": _clamp_, "fill_": _fill_, "zero_": lambda self: _fill_(self, 0, "zero_"),
+    "addcmul_": _addcmul_, "addcdiv_": _addcdiv_, "normal_": _normal_, "uniform_": _uniform_,
+    "addcmul": addcmul, "addcdiv": addcdiv, "lerp": lerp,
+    "__iadd__": _add_, "__isub__": _sub_, "__imul__": _FORMS["mul_"], "__itruediv__": _div_,
+    "__ifloordiv__": _FORMS["floor_divide_"], "__imod__": _FORMS["remainder_"],
+    "__ipow__": _FORMS["pow_"], "__iand__": _FORMS["bitwise_and_"],
+    "__ior__": _FORMS["bitwise_or_"], "__ixor__": _FORMS["bitwise_xor_"],
 }
+EXPORTS = {"addcmul": addcmul, "addcdiv": addcdiv, "lerp": lerp}

@@ -1,13 +1,25 @@
 """Unary elementwise math, one table row per op: name, kernel, VJP (with ops), ONNX name.
 
 A row's VJP sees (g, out, x); rows mark whether they read `x` or `out`, so the tape keeps only
-what the gradient needs.
+what the gradient needs. Float math on integer or bool tensors computes in the default float dtype
+(`rules.same_float`, as in PyTorch); abs, sign and the rounding ops keep the input's dtype, and
+the rounding ops have zero gradients (PyTorch's convention).
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from .. import dtype as dt
 from . import rules
-from .arith import add, div, mul, neg, sub
+from .arith import add, div, mul, neg, sub, zero_grad
 from .opdef import defop
+
+
+def floating(x):
+    """An integer or bool array as the default float dtype (what `rules.same_float` promises)."""
+    return x if x.dtype.kind == "f" else x.astype(dt.get_default_dtype().np)
 
 
 def _unary(name, kernel, vjp, *, reads=("x",), onnx=None, rule=rules.same_float, **flags):
@@ -15,16 +27,127 @@ def _unary(name, kernel, vjp, *, reads=("x",), onnx=None, rule=rules.same_float,
                  saves=(0,) if "x" in reads else (), saves_out="out" in reads, **flags)
 
 
-exp = _unary("exp", lambda xp, x: xp.exp(x), lambda g, out, x: (mul(g, out),), reads=("out",),
-             onnx="Exp")
-log = _unary("log", lambda xp, x: xp.log(x), lambda g, out, x: (div(g, x),), onnx="Log")
-tanh = _unary("tanh", lambda xp, x: xp.tanh(x),
-              lambda g, out, x: (mul(g, sub(1, mul(out, out))),), reads=("out",), onnx="Tanh")
-relu = _unary("relu", lambda xp, x: xp.maximum(x, 0),
-              lambda g, out, x: (mul(g, gt(out, 0)),), reads=("out",), rule=rules.same, onnx="Relu")
-gt = defop("gt", lambda xp, x, y: xp.greater(x, y), rules.broadcast_bool, promote=True,
-           elementwise=True, onnx="Greater")
+def _zero_vjp(g, out, x, **attrs):
+    return (zero_grad(g),)
 
-EXPORTS = {"exp": exp, "log": log, "tanh": tanh, "relu": relu, "gt": gt, "greater": gt}
-METHODS = {"exp": exp, "log": log, "tanh": tanh, "relu": relu, "gt": gt, "__gt__": gt}
-__all__ = ["add", "neg"]  # re-used names are imported for the VJPs
+
+def _rounding(name, kernel, onnx=None):
+    """Floor/ceil/trunc/round: integers pass through unchanged; the gradient is zero."""
+    def run(xp, x, **attrs):
+        return kernel(xp, x, **attrs) if x.dtype.kind == "f" else x.copy()
+    return _unary(name, run, _zero_vjp, reads=(), onnx=onnx, rule=rules.same)
+
+
+def _predicate(name, kernel, onnx=None):
+    """isnan/isinf/isfinite: bool outputs, no gradient."""
+    return _unary(name, kernel, None, reads=(), onnx=onnx, rule=rules.same_bool)
+
+
+# ---- erf without SciPy -----------------------------------------------------------------------
+# |x| < 2: the Maclaurin series (31 terms; its alternating terms stay below 4x the sum there).
+# 2 <= |x| < 6: Taylor expansions about the centres 2, 2.25, ..., 6, whose coefficients follow from
+# d^k/dx^k erf(x) = (-1)^(k-1) 2/sqrt(pi) H_(k-1)(x) exp(-x^2) (physicists' Hermite polynomials).
+# From 6 on erf(x) rounds to +-1 in float64. Accurate to a few ulp in float64.
+_ERF_SPLIT, _ERF_STEP, _ERF_END, _ERF_TERMS = 2.0, 0.25, 6.0, 16
+_MACLAURIN = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
+                   for n in range(31))
+
+
+def _erf_taylor_coefficients(c: float) -> list:
+    """erf(c + h) = sum_k coef[k] h^k."""
+    scale = 2 / math.sqrt(math.pi) * math.exp(-c * c)
+    coefs, h_prev, h = [math.erf(c)], 0.0, 1.0   # h: H_(k-1)(c), h_prev: H_(k-2)(c)
+    for k in range(1, _ERF_TERMS + 1):
+        coefs.append((-1) ** (k - 1) * scale * h / math.factorial(k))
+        h_prev, h = h, 2 * c * h - 2 * (k - 1) * h_prev
+    return coefs
+
+
+_CENTRES = [_ERF_SPLIT + i * _ERF_STEP for i in range(round((_ERF_END - _ERF_SPLIT) / _ERF_STEP) + 1)]
+_ERF_TAIL = np.array([_erf_taylor_coefficients(c) for c in _CENTRES]).T.copy()  # [power, centre]
+
+
+def _erf_kernel(xp, x):
+    dtype = x.dtype if x.dtype.kind == "f" else dt.get_default_dtype().np
+    x = x.astype("float64", copy=False)
+    z = xp.clip(x, -_ERF_SPLIT, _ERF_SPLIT)
+    zz = z * z
+    acc = xp.full_like(x, _MACLAURIN[-1])
+    for c in _MACLAURIN[-2::-1]:
+        acc *= zz
+        acc += c
+    acc *= z
+    tail = xp.abs(x) >= _ERF_SPLIT
+    if tail.any():
+        a = xp.minimum(xp.abs(x[tail]), _ERF_END)
+        idx = xp.rint((a - _ERF_SPLIT) / _ERF_STEP).astype("int64")
+        h = a - (_ERF_SPLIT + idx * _ERF_STEP)
+        table = xp.asarray(_ERF_TAIL)
+        val = table[-1][idx]
+        for row in table[-2::-1]:
+            val = val * h + row[idx]
+        acc[tail] = xp.copysign(val, x[tail])
+    return acc.astype(dtype, copy=False)
+
+
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+
+exp = _unary("exp", lambda xp, x, out=None: xp.exp(floating(x), out=out),
+             lambda g, out, x: (mul(g, out),), reads=("out",), onnx="Exp", out_arg=True)
+expm1 = _unary("expm1", lambda xp, x, out=None: xp.expm1(floating(x), out=out),
+               lambda g, out, x: (mul(g, add(out, 1)),), reads=("out",), out_arg=True)
+log = _unary("log", lambda xp, x, out=None: xp.log(floating(x), out=out),
+             lambda g, out, x: (div(g, x),), onnx="Log", out_arg=True)
+log1p = _unary("log1p", lambda xp, x, out=None: xp.log1p(floating(x), out=out),
+               lambda g, out, x: (div(g, add(x, 1)),), out_arg=True)
+log2 = _unary("log2", lambda xp, x, out=None: xp.log2(floating(x), out=out),
+              lambda g, out, x: (div(g, mul(x, math.log(2))),), out_arg=True)
+log10 = _unary("log10", lambda xp, x, out=None: xp.log10(floating(x), out=out),
+               lambda g, out, x: (div(g, mul(x, math.log(10))),), out_arg=True)
+sqrt = _unary("sqrt", lambda xp, x, out=None: xp.sqrt(floating(x), out=out),
+              lambda g, out, x: (div(g, mul(out, 2)),), reads=("out",), onnx="Sqrt", out_arg=True)
+rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(floating(x)),
+               lambda g, out, x: (mul(g, mul(mul(out, out), mul(out, -0.5))),), reads=("out",))
+reciprocal = _unary("reciprocal", lambda xp, x, out=None: xp.reciprocal(floating(x), out=out),
+                    lambda g, out, x: (neg(mul(g, mul(out, out))),), reads=("out",),
+                    onnx="Reciprocal", out_arg=True)
+square = _unary("square", lambda xp, x, out=None: xp.square(x, out=out),
+                lambda g, out, x: (mul(g, mul(x, 2)),), rule=rules.same, out_arg=True)
+sin = _unary("sin", lambda xp, x, out=None: xp.sin(floating(x), out=out),
+             lambda g, out, x: (mul(g, cos(x)),), onnx="Sin", out_arg=True)
+cos = _unary("cos", lambda xp, x, out=None: xp.cos(floating(x), out=out),
+             lambda g, out, x: (neg(mul(g, sin(x))),), onnx="Cos", out_arg=True)
+tan = _unary("tan", lambda xp, x, out=None: xp.tan(floating(x), out=out),
+             lambda g, out, x: (mul(g, add(mul(out, out), 1)),), reads=("out",), onnx="Tan",
+             out_arg=True)
+tanh = _unary("tanh", lambda xp, x, out=None: xp.tanh(floating(x), out=out),
+              lambda g, out, x: (mul(g, sub(1, mul(out, out))),), reads=("out",), onnx="Tanh",
+              out_arg=True)
+erf = _unary("erf", _erf_kernel,
+             lambda g, out, x: (mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI)),), onnx="Erf")
+abs_ = _unary("abs", lambda xp, x, out=None: xp.abs(x, out=out),
+              lambda g, out, x: (mul(g, sign(x)),), rule=rules.same, onnx="Abs", out_arg=True)
+
+sign = _unary("sign", lambda xp, x: xp.sign(x), _zero_vjp, reads=(), onnx="Sign", rule=rules.same)
+floor = _rounding("floor", lambda xp, x: xp.floor(x), onnx="Floor")
+ceil = _rounding("ceil", lambda xp, x: xp.ceil(x), onnx="Ceil")
+trunc = _rounding("trunc", lambda xp, x: xp.trunc(x))
+round_op = _rounding("round", lambda xp, x, decimals=0: xp.round(x, decimals))
+
+isnan = _predicate("isnan", lambda xp, x: xp.isnan(x), onnx="IsNaN")
+isinf = _predicate("isinf", lambda xp, x: xp.isinf(x), onnx="IsInf")
+isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
+
+
+def round_fn(input, *, decimals: int = 0) -> "Tensor":  # noqa: F821
+    """Round half to even; `decimals` digits after the point (negative: before it)."""
+    return round_op(input, decimals=int(decimals)) if decimals else round_op(input)
+
+
+_TABLE = {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "log2": log2, "log10": log10,
+          "sqrt": sqrt, "rsqrt": rsqrt, "reciprocal": reciprocal, "square": square, "sin": sin,
+          "cos": cos, "tan": tan, "tanh": tanh, "erf": erf, "abs": abs_, "absolute": abs_,
+          "sign": sign, "floor": floor, "ceil": ceil, "trunc": trunc, "fix": trunc,
+          "round": round_fn, "isnan": isnan, "isinf": isinf, "isfinite": isfinite}
+EXPORTS = dict(_TABLE)
+METHODS = {**_TABLE, "__abs__": abs_}
