@@ -329,26 +329,46 @@ def _scan_rule(x, dim):
     return TensorType(x.shape, x.dtype if x.dtype.is_floating_point else dt.int64, x.device)
 
 
+def _linear_scan_kernel(xp, a, b, dim):
+    """h[k] = a[k] * h[k-1] + b[k] along `dim`, h[0] = b[0]: one vectorised step per position."""
+    a, b = xp.moveaxis(a, dim, 0), xp.moveaxis(b, dim, 0)
+    h = b.copy()
+    for k in range(1, len(b)):
+        h[k] += a[k] * h[k - 1]
+    return xp.moveaxis(h, 0, dim)
+
+
+def _reverse_scan(a, b, dim: int):
+    """λ[k] = b[k] + a[k+1] * λ[k+1] along `dim` (the adjoint of a linear scan)."""
+    flipped = flip_op(a, dims=(dim,))
+    return flip_op(linear_scan(_shift(flipped, dim, 0.0), flip_op(b, dims=(dim,)), dim=dim),
+                   dims=(dim,))
+
+
+def _linear_scan_vjp(g, out, a, b, dim):
+    adjoint = _reverse_scan(a, g, dim)
+    return adjoint * _shift(out, dim, 0.0), adjoint
+
+
+linear_scan = defop(
+    "linear_scan", _linear_scan_kernel, lambda a, b, dim: b, _linear_scan_vjp, saves=(0,),
+    saves_out=True, promote=True, onnx=not_exportable("only cumprod gradients use it"),
+    doc="The first-order linear recurrence; its VJP is itself reversed, so it differentiates "
+        "to any order. cumprod's gradient is made of it, exact where the input has zeros.")
+
+
 def _cumprod_vjp(g, out, x, dim):
-    """Exact with zeros. Before the first zero along `dim`: the reverse cumsum of g * out over x.
-    At the first zero z: prod(x[:z]) * sum over k >= z of g[k] * prod(x[z+1:k+1]). After: 0."""
+    """d/dx[j] = prod(x[:j]) * S[j] with S[j] = g[j] + x[j+1] * S[j+1]: no division by x."""
     if not x.shape:
         return (g,)
-    nonzero = _sign(x) * _sign(x)
-    before = cumprod_op(nonzero, dim=dim)               # 1 before the first zero
-    upto = _shift(before, dim, 1.0)                     # 1 up to and including it
-    at_zero = upto - before
-    part_before = before * _reverse_cumsum(g * out, dim) / (x + (1.0 - nonzero))
-    after_zero = cumprod_op(x * (1.0 - upto) + upto, dim=dim)
-    part_at = at_zero * _shift(out, dim, 1.0) * _reverse_cumsum(g * after_zero, dim)
-    return (part_before + part_at,)
+    return (_shift(out, dim, 1.0) * _reverse_scan(x, g, dim),)
 
 
 cumsum_op = defop("cumsum", _scan_kernel("cumsum"), _scan_rule,
                   vjp=lambda g, out, x, dim: (_reverse_cumsum(g, dim) if x.shape else g,),
                   saves=(), onnx="CumSum")
 cumprod_op = defop("cumprod", _scan_kernel("cumprod"), _scan_rule, _cumprod_vjp,
-                   saves_out=True, onnx=not_exportable("ONNX has no cumulative product"))
+                   saves=(0,), saves_out=True, onnx=not_exportable("ONNX has no cumulative product"))
 
 
 # ---- vector norms --------------------------------------------------------------------------------

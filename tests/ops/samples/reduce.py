@@ -68,6 +68,13 @@ def _index_mask(idx, dim, size, dtype):
             == idx).astype(np.float64)
 
 
+def _linear_scan(a, b, dim):
+    a, h = np.moveaxis(a, dim, 0), np.moveaxis(b, dim, 0).copy()
+    for k in range(1, len(h)):
+        h[k] = a[k] * h[k - 1] + h[k]
+    return np.moveaxis(h, 0, dim)
+
+
 _ZEROS = np.array([[1.5, 0.0, -2.0, 0.5], [0.0, 0.0, 3.0, -1.0], [0.7, 1.2, -0.4, 2.0]])
 _SCAN_DATA = [(rnd(3, 4), {"dim": 1}, "dim"), (rnd(3, 4), {"dim": -2}, "negative-dim"),
               (rnd(), {"dim": 0}, "0d"), (rnd(0, 3), {"dim": 1}, "empty")]
@@ -151,6 +158,9 @@ SAMPLES = {
     "cumprod": _scan(np.cumprod, _SCAN_DATA) + [
         Sample((_ZEROS,), {"dim": 1}, lambda x, dim: x.cumprod(1), label="zeros"),
         Sample((_ZEROS,), {"dim": 0}, lambda x, dim: x.cumprod(0), label="zeros-dim0")],
+    "linear_scan": [Sample((rnd(3, 4), rnd(3, 4, seed=1)), {"dim": 1}, _linear_scan),
+                    Sample((_ZEROS, rnd(3, 4, seed=1)), {"dim": 0}, _linear_scan, label="zeros"),
+                    Sample((rnd(0, 2), rnd(0, 2, seed=1)), {"dim": 0}, _linear_scan, label="empty")],
     "vector_norm": _cases(_norm(2), ord=2.0) + [
         Sample((rnd(3, 4),), {"ord": o, "dim": (1,)}, lambda x, ord, dim, o=o: _norm(o)(x, 1, False),
                label=f"ord{o}") for o in (1.0, 3.0, 0.5, -1.5, np.inf, -np.inf)] + [
