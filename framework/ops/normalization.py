@@ -10,10 +10,10 @@ import warnings
 
 from .arith import mul, sub
 from .opdef import defop
-from .reduce import sum_
-from .rules import ShapeError, norm_dims
-from .shape import reshape
-from .unary import exp
+from .reduce import mean, sum_fn
+from .rules import ShapeError
+from .shape import dim_index, reshape
+from .unary import exp, rsqrt
 
 
 def _softmax_axis(x, dim):
@@ -40,13 +40,12 @@ def _log_softmax_kernel(xp, x, dim):
 def _softmax_infer(x, dim):
     if not x.dtype.is_floating_point:
         raise ShapeError(f"softmax: expected a floating-point input, got {x.dtype.name}")
-    norm_dims(dim, x.ndim)
+    dim_index(dim, x.ndim, "softmax")
     return x
 
 
 def _sum_along(t, dim):
-    """Sum over the softmax axis, kept for broadcasting (a 0-d tensor is its own axis)."""
-    return sum_(t, dim=dim if t.ndim else None, keepdim=True)
+    return sum_fn(t, dim, keepdim=True)
 
 
 softmax_op = defop(
@@ -80,22 +79,20 @@ def softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     """softmax along `dim`, as `torch.nn.functional.softmax`."""
     input = _softmax_input("softmax", input, dtype)
     dim = _implicit_dim("softmax", input.ndim) if dim is None else dim
-    return softmax_op(input, dim=dim)
+    return softmax_op(input, dim=dim_index(dim, input.ndim, "softmax"))
 
 
 def log_softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     """log(softmax) along `dim`, computed stably in one kernel."""
     input = _softmax_input("log_softmax", input, dtype)
     dim = _implicit_dim("log_softmax", input.ndim) if dim is None else dim
-    return log_softmax_op(input, dim=dim)
+    return log_softmax_op(input, dim=dim_index(dim, input.ndim, "log_softmax"))
 
 
 # ---- normalisation layers: composites ----------------------------------------------------------
 
 def _normalize(x, dims, eps):
     """(x - mean) / sqrt(biased var + eps) over `dims`, plus the batch mean and biased var."""
-    from .reduce import mean
-    from .unary import rsqrt
     mu = mean(x, dims, keepdim=True)
     centered = x - mu
     var = mean(centered * centered, dims, keepdim=True)
@@ -133,8 +130,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalisation over (N, C, *): batch statistics in training (and the running ones
     updated in place with the unbiased variance), the running statistics in evaluation."""
-    from ..eager_api import no_grad
-    from .unary import rsqrt
+    from ..eager_api import no_grad  # framework/ imports eager lazily (layering)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
                          f"{tuple(input.shape)}")

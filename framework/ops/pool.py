@@ -1,3 +1,208 @@
-"""(family stub: filled in by its owner; see docs/adding_ops.md)"""
-EXPORTS: dict = {}
+"""Pooling: max (a primitive with argmax indices), average (a depthwise conv2d with a ones kernel,
+divided by PyTorch's window counts) and adaptive average (separable averaging matrices); the 1-d
+forms run as 2-d on (N, C, 1, L).
+
+Max pooling's gradient goes to each window's argmax (the first one on ties, like PyTorch) through
+`max_pool2d_backward`, a scatter-add whose own gradient is a gather, so double backward works.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtype as dt
+from .conv import _batched, _pair, conv2d_op, sliding_windows
+from .index import gather
+from .linalg import matmul
+from .opdef import TensorType, defop
+from .rules import ShapeError
+from .shape import reshape
+
+
+def _max_pool2d_kernel(xp, x, kernel_size, stride, padding, dilation):
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel_size, stride, dilation
+    low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+    win = sliding_windows(xp, x, kernel_size, stride, padding, dilation, fill=low)
+    ho, wo = win.shape[2:4]
+    flat = win.reshape(n, c, ho, wo, kh * kw)
+    arg = flat.argmax(axis=-1)
+    values = xp.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+    rows = (xp.arange(ho) * sh - padding[0][0])[:, None] + (arg // kw) * dh
+    cols = xp.arange(wo) * sw - padding[1][0] + (arg % kw) * dw
+    return values, (rows * w + cols).astype(xp.int64)
+
+
+def _max_pool2d_infer(x, kernel_size, stride, padding, dilation):
+    if x.ndim != 4:
+        raise ShapeError(f"max_pool2d: expected a 4-d input, got {tuple(x.shape)}")
+    out = x.shape[:2] + _window_grid(x.shape[2:], kernel_size, stride, padding, dilation)
+    return TensorType(out, x.dtype, x.device), TensorType(out, dt.int64, x.device)
+
+
+def _window_grid(size, kernel, stride, padding, dilation) -> tuple:
+    return tuple((n + p[0] + p[1] - d * (k - 1) - 1) // s + 1
+                 for n, k, s, p, d in zip(size, kernel, stride, padding, dilation))
+
+
+def _scatter_kernel(xp, g, indices, shape):
+    n, c, h, w = shape
+    planes = xp.arange(n * c, dtype=xp.int64).reshape(n, c, 1, 1) * (h * w)
+    flat = xp.bincount((planes + indices).ravel(), weights=g.ravel(), minlength=n * c * h * w)
+    return flat.astype(g.dtype, copy=False).reshape(shape)
+
+
+def _gather_planes(g, indices):
+    """g (N, C, H, W) read at the flat plane positions `indices` (N, C, Ho, Wo)."""
+    n, c = indices.shape[:2]
+    picked = gather(reshape(g, (n, c, -1)), 2, reshape(indices, (n, c, -1)))
+    return reshape(picked, indices.shape)
+
+
+max_pool2d_backward = defop(
+    "max_pool2d_backward", _scatter_kernel,
+    lambda g, indices, shape: TensorType(tuple(shape), g.dtype, g.device),
+    vjp=lambda gg, out, g, indices, shape: (_gather_planes(gg, indices), None),
+    saves=(1,), doc="Adds each gradient into the input position its window's max came from.")
+max_pool2d_op = defop(
+    "max_pool2d", _max_pool2d_kernel, _max_pool2d_infer,
+    vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
+    saves=(), saves_out=True, num_outputs=2, onnx="MaxPool",
+    doc="Window maxima and their flat positions in the (unpadded) H*W input plane.")
+
+
+# ---- window geometry as PyTorch computes it ----------------------------------------------------
+
+def _pool_grid(op, size, kernel, stride, pad, dilation, ceil_mode) -> tuple[int, int]:
+    """(output length, extra end padding that ceil mode's last window needs) along one axis."""
+    if pad * 2 > dilation * (kernel - 1) + 1:
+        raise ValueError(f"{op}: pad should be at most half of effective kernel size, but got "
+                         f"pad={pad}, kernel_size={kernel} and dilation={dilation}")
+    span = size + 2 * pad - dilation * (kernel - 1) - 1
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    if out < 1:
+        raise ValueError(f"{op}: input size {size} with kernel {kernel}, padding {pad} and "
+                         f"dilation {dilation} gives an output size of {out}, which is too small")
+    extra = max(0, (out - 1) * stride + dilation * (kernel - 1) + 1 - (size + 2 * pad))
+    return out, extra
+
+
+def _geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode):
+    k = _pair(kernel_size, "kernel_size", op)
+    s = k if stride is None or stride == () or stride == [] else _pair(stride, "stride", op)
+    p, d = _pair(padding, "padding", op), _pair(dilation, "dilation", op)
+    grid = [_pool_grid(op, n, *args, ceil_mode) for n, *args in zip(x.shape[2:], k, s, p, d)]
+    pads = tuple((pi, pi + extra) for pi, (_, extra) in zip(p, grid))
+    return k, s, pads, d, tuple(o for o, _ in grid)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """2-d max pooling, as `torch.nn.functional.max_pool2d` (indices are flat per H*W plane)."""
+    x, unbatched = _batched(input, 4, "max_pool2d")
+    k, s, pads, d, _ = _geometry("max_pool2d", x, kernel_size, stride, padding, dilation,
+                                 ceil_mode)
+    values, indices = max_pool2d_op(x, kernel_size=k, stride=s, padding=pads, dilation=d)
+    if unbatched:
+        values, indices = reshape(values, values.shape[1:]), reshape(indices, indices.shape[1:])
+    return (values, indices) if return_indices else values
+
+
+def _window_counts(size, kernel, stride, pad, out, count_include_pad) -> np.ndarray:
+    """How many elements PyTorch divides each window's sum by, along one axis."""
+    start = np.arange(out) * stride - pad
+    end = np.minimum(start + kernel, size + pad)
+    if count_include_pad:
+        return end - start
+    return np.minimum(end, size) - np.maximum(start, 0)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None):
+    """2-d average pooling, as `torch.nn.functional.avg_pool2d`."""
+    from ..creation import ones, tensor
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"avg_pool2d: expected a floating-point input, got {input.dtype.name}")
+    x, unbatched = _batched(input, 4, "avg_pool2d")
+    k, s, pads, d, out = _geometry("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    c = x.shape[1]
+    kernel = ones((c, 1) + k, dtype=x.dtype, device=x.device)
+    sums = conv2d_op(x, kernel, stride=s, padding=pads, dilation=d, groups=c)
+    if divisor_override:
+        result = sums / divisor_override
+    else:
+        counts = [_window_counts(n, ki, si, pi[0], oi, count_include_pad)
+                  for n, ki, si, pi, oi in zip(x.shape[2:], k, s, pads, out)]
+        result = sums / tensor(np.outer(*counts), dtype=x.dtype, device=x.device)
+    return reshape(result, result.shape[1:]) if unbatched else result
+
+
+def _averaging_matrix(size: int, out: int) -> np.ndarray:
+    """(out, size) rows that average PyTorch's adaptive bins [floor(i*n/o), ceil((i+1)*n/o))."""
+    m = np.zeros((out, size))
+    for i in range(out):
+        lo, hi = (i * size) // out, -((-(i + 1) * size) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Adaptive average pooling to `output_size` (None keeps that axis), exact PyTorch bins."""
+    from ..creation import tensor
+    x, unbatched = _batched(input, 4, "adaptive_avg_pool2d")
+    size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    size = tuple(n if o is None else o for n, o in zip(x.shape[2:], size))
+    if len(size) != 2 or min(size) < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be one or two positive ints, "
+                         f"got {output_size!r}")
+    (h, w), (oh, ow) = x.shape[2:], size
+    rows = tensor(_averaging_matrix(h, oh), dtype=x.dtype, device=x.device)
+    cols = tensor(_averaging_matrix(w, ow).T, dtype=x.dtype, device=x.device)
+    result = matmul(matmul(rows, x), cols)
+    return reshape(result, result.shape[1:]) if unbatched else result
+
+
+# ---- 1-d forms: the 2-d ones on (N, C, 1, L) ---------------------------------------------------
+
+def _one(v):
+    return v if v is None or isinstance(v, int) else tuple(v)[0]
+
+
+def _pool1d(fn, input, *pair_args, **kw):
+    op = fn.__name__.replace("2d", "1d")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 2-d (unbatched) or 3-d (batched) input, "
+                         f"got shape {tuple(input.shape)}")
+    x = reshape(input, input.shape[:-1] + (1, input.shape[-1]))
+    out = fn(x, *pair_args, **kw)
+
+    def squeeze(t):
+        return reshape(t, t.shape[:-2] + t.shape[-1:])
+    return tuple(map(squeeze, out)) if isinstance(out, tuple) else squeeze(out)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    stride = _one(stride)
+    return _pool1d(max_pool2d, input, (1, _one(kernel_size)),
+                   None if stride is None else (1, stride), (0, _one(padding)),
+                   (1, _one(dilation)), ceil_mode, return_indices)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True):
+    stride = _one(stride)
+    return _pool1d(avg_pool2d, input, (1, _one(kernel_size)),
+                   None if stride is None else (1, stride), (0, _one(padding)), ceil_mode,
+                   count_include_pad)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return _pool1d(adaptive_avg_pool2d, input, (1, _one(output_size)))
+
+
+EXPORTS = {"max_pool1d": max_pool1d, "max_pool2d": max_pool2d, "avg_pool1d": avg_pool1d,
+           "avg_pool2d": avg_pool2d, "adaptive_avg_pool1d": adaptive_avg_pool1d,
+           "adaptive_avg_pool2d": adaptive_avg_pool2d}
 METHODS: dict = {}
