@@ -19,7 +19,7 @@ from ..device import xp_of
 from ..tensor import Tensor
 from .arith import _grad_if, mul
 from .core import broadcast_to
-from .dispatch import _scalar_tensor, apply_inplace, state
+from .dispatch import _scalar_tensor, apply_inplace
 from .inplace import inplace_form
 from .opdef import TensorType, defop
 from .rules import ShapeError, broadcast_shapes
@@ -47,24 +47,7 @@ class Span:
         return f"{self.start}:{self.stop}" + (f":{self.step}" if self.step != 1 else "")
 
 
-class _TensorSlot:
-    """Where an integer index tensor sits in a key; the tensor itself is an op input."""
-    __slots__ = ()
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _TensorSlot)
-
-    def __hash__(self) -> int:
-        return 0x7E57
-
-    def __repr__(self) -> str:
-        return "T"
-
-    def __reduce__(self):
-        return (_TensorSlot, ())
-
-
-TENSOR = _TensorSlot()
+TENSOR = "T"  # where an integer index tensor sits in a key; the tensor itself is an op input
 
 
 # ---- keys --------------------------------------------------------------------------------------
@@ -161,6 +144,12 @@ def parse_key(x: Tensor, key) -> tuple[tuple, list]:
         else:
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and integer or "
                              f"boolean tensors are valid indices (got {type(item).__name__})")
+    try:
+        if len(tensors) > 1:
+            broadcast_shapes(*(t.shape for t in tensors))
+    except ShapeError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with "
+                         f"shapes {', '.join(str(tuple(t.shape)) for t in tensors)}") from None
     return tuple(entries), tensors
 
 
@@ -185,7 +174,7 @@ def split_key(key: tuple) -> tuple[tuple, tuple]:
     for e in key:
         if isinstance(e, Span):
             basic.append(slice(e.start, e.stop, e.step))
-        elif isinstance(e, _TensorSlot):
+        elif e == TENSOR:
             basic.append(slice(None))
             advanced.append(n_tensors)
             n_tensors += 1
@@ -210,7 +199,7 @@ def _basic_shape(shape: tuple, key: tuple) -> list:
             out.append(1)
         elif isinstance(e, Span):
             out.append(len(e))
-        elif isinstance(e, _TensorSlot):
+        elif e == TENSOR:
             out.append(shape[dim])
         dim += e is not None
     return out + list(shape[dim:])
@@ -303,10 +292,27 @@ index_put = defop(
     saves=_inputs_from(2), out_arg=True, doc="x with x[key] = value (broadcast): `__setitem__`.")
 
 
+def _simple_key(shape: tuple, items: tuple):
+    """The key attribute when the key has only ints and slices (the hot path: loops, batches,
+    columns); None for anything else."""
+    if len(items) > len(shape):
+        return None
+    out = []
+    for d, i in enumerate(items):
+        if type(i) is int:
+            out.append(_int_index(i, shape[d], d))
+        elif type(i) is slice:
+            out.append(_span(i, shape[d]))
+        else:
+            return None
+    return tuple(out)
+
+
 def getitem(x: Tensor, key) -> Tensor:
     """`x[key]`: a view for ints, slices, None and `...`; a copy when tensors are involved."""
-    if type(key) is int and x.ndim:  # the hot path of loops over a tensor
-        return getitem_op(x, key=(_int_index(key, x.shape[0], 0),))
+    simple = _simple_key(x.shape, key if type(key) is tuple else (key,))
+    if simple is not None:
+        return getitem_op(x, key=simple)
     key, tensors = parse_key(x, key)
     return index(x, *tensors, key=key) if tensors else getitem_op(x, key=key)
 
@@ -430,10 +436,9 @@ def _gather_args(op: str, x: Tensor, dim: int, index: Tensor, other=None) -> int
     dim = dim % max(x.ndim, 1)
     for d, n in enumerate(index.shape):
         if (d != dim and n > x.shape[d]) or (other is not None and n > other.shape[d]):
+            src = "" if other is None else f" or the source {tuple(other.shape)}"
             raise ShapeError(f"{op}: index {tuple(index.shape)} is larger than the input "
-                             f"{tuple(x.shape)}" + (f" or the source {tuple(other.shape)}"
-                                                    if other is not None else "")
-                             + f" at dimension {d}")
+                             f"{tuple(x.shape)}{src} at dimension {d}")
     _check_range(index, x.shape[dim] if x.ndim else 1, dim)
     return dim
 
@@ -486,17 +491,16 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     if dim is None:
         return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
-    dim = dim % max(input.ndim, 1)
     if input.ndim != indices.ndim:
         raise ShapeError(f"take_along_dim: input {tuple(input.shape)} and indices "
                          f"{tuple(indices.shape)} must have the same number of dimensions")
-    x_shape, i_shape = list(input.shape), list(indices.shape)
-    x_shape[dim] = i_shape[dim] = 1
-    shape = broadcast_shapes(x_shape, i_shape, op="take_along_dim")
-    x_shape, i_shape = list(shape), list(shape)
-    x_shape[dim], i_shape[dim] = input.shape[dim], indices.shape[dim]
-    return gather(broadcast_to(input, shape=tuple(x_shape)), dim,
-                  broadcast_to(indices, shape=tuple(i_shape)))
+    dim = dim % max(input.ndim, 1)
+
+    def along(t):  # t broadcast against the other except along dim
+        shape = broadcast_shapes(input.shape[:dim] + (1,) + input.shape[dim + 1:],
+                                 indices.shape[:dim] + (1,) + indices.shape[dim + 1:])
+        return broadcast_to(t, shape=shape[:dim] + t.shape[dim:dim + 1] + shape[dim + 1:])
+    return gather(along(input), dim, along(indices))
 
 
 # ---- masks -------------------------------------------------------------------------------------
@@ -539,8 +543,7 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise TypeError("masked_select: the mask must be a bool tensor")
     shape = broadcast_shapes(input.shape, mask.shape, op="masked_select")
-    if not shape:
-        shape = (1,)
+    shape = shape or (1,)
     return getitem(broadcast_to(input, shape=shape), broadcast_to(mask, shape=shape))
 
 
@@ -549,13 +552,10 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     depends on the data, so it is eager-only and not differentiable."""
     arr = _concrete(input, "nonzero")
     xp = xp_of(arr)
-    if arr.ndim == 0 and not as_tuple:
+    if arr.ndim == 0 and not as_tuple:  # PyTorch: (1, 0) or (0, 0)
         return Tensor._wrap(xp.zeros((int(bool(arr)), 0), dtype=np.int64))
-    found = [i.astype(np.int64, copy=False) for i in xp.nonzero(arr.reshape(-1) if arr.ndim == 0
-                                                                else arr)]
-    if as_tuple:
-        return tuple(Tensor._wrap(i) for i in found)
-    return Tensor._wrap(xp.stack(found, axis=1))
+    found = [i.astype(np.int64) for i in xp.nonzero(arr.reshape(-1) if arr.ndim == 0 else arr)]
+    return tuple(map(Tensor._wrap, found)) if as_tuple else Tensor._wrap(xp.stack(found, axis=1))
 
 
 def argwhere(input: Tensor) -> Tensor:
@@ -573,19 +573,17 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if tensor.dtype is not dt.int64:
         raise TypeError(f"one_hot: expected an int64 (long) index tensor, got {tensor.dtype}")
     arr = _array(tensor)
-    if arr is None and num_classes < 0:
-        raise RuntimeError("one_hot: pass num_classes when tracing a graph (it cannot be read "
-                           "from the data)")
+    if num_classes < 0 and (arr is None or not arr.size):
+        raise ValueError("one_hot: pass num_classes (it cannot be read from "
+                         f"{'a traced' if arr is None else 'an empty'} tensor)")
     if arr is not None and arr.size:
         low, high = int(arr.min()), int(arr.max())
         if low < 0:
             raise ValueError(f"one_hot: class values must be non-negative, got {low}")
-        if num_classes >= 0 and high >= num_classes:
+        if 0 <= num_classes <= high:
             raise ValueError(f"one_hot: class values must be smaller than num_classes "
                              f"({num_classes}), got {high}")
         num_classes = high + 1 if num_classes < 0 else num_classes
-    elif num_classes < 0:
-        raise ValueError("one_hot: cannot infer num_classes from an empty tensor")
     return one_hot_op(tensor, num_classes=int(num_classes))
 
 

@@ -71,11 +71,17 @@ def _same_dtype(op: str, a, b):
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """PyTorch's matmul: dot, matrix-vector, matrix-matrix, batched with broadcasting."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise TypeError(f"matmul: expected two tensors, got {type(input).__name__} and "
+                        f"{type(other).__name__}")
     _same_dtype("matmul", input, other)
     try:
         return matmul_op(input, other)
     except OpError:  # the kernel refused: say why in terms of the shapes
-        matmul_shape(input.shape, other.shape)
+        try:
+            matmul_shape(input.shape, other.shape)
+        except ShapeError as exc:
+            raise exc from None
         raise
 
 

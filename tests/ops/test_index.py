@@ -148,6 +148,7 @@ def test_augmented_assignment_through_an_index_has_the_right_gradient():
     ((flow.tensor([True, False]),), r"mask \(2,\) does not match the shape \(3,\)"),
     ((flow.tensor([0.5]),), "must be long, int, byte or bool"),
     (("a",), "only integers, slices"),
+    (([0, 1], [0, 1, 2]), r"could not be broadcast together with shapes \(2,\), \(3,\)"),
     ((Ellipsis, Ellipsis), "single ellipsis"),
 ])
 def test_getitem_errors_are_index_errors_naming_the_problem(key, message):
@@ -357,3 +358,45 @@ def test_embedding_padding_row_gets_no_gradient_and_bad_indices_raise():
         flow.embedding(flow.tensor([3]), w)
     with pytest.raises(IndexError, match="index -1 is out of bounds"):
         flow.embedding(flow.tensor([-1]), w)
+
+
+# ---- graph mode ------------------------------------------------------------------------------------
+def assert_compiled_matches_eager(fn, *args):
+    """Trace fn into a graph, compile it, and compare its outputs with running fn eagerly."""
+    from dualflow.graph import Trace, compile_graph
+    trace = Trace("f", {})
+    with trace:
+        trace.set_outputs(fn(*trace.inputs(args)))
+    trace.graph.verify()
+    exe, _ = compile_graph(trace.graph)
+    got, eager = exe([a._data for a in args]), fn(*args)
+    assert len(got) == len(eager)
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g, e.detach().numpy(), rtol=1e-12, atol=1e-12)
+    return trace.graph
+
+
+def test_indexing_traces_into_a_graph_with_index_tensors_as_inputs():
+    w = flow.tensor(_data(5, 3), requires_grad=True)
+
+    def f(x, idx, mask):
+        h = x * w
+        z = h.clone()
+        z[0] = 0.0
+        z[:, idx[:2]] = 1.0
+        z[mask] = -1.0  # a leading mask with a scalar: masked_fill, so it traces
+        picked = h[idx, 1:] + flow.gather(h, 1, flow.tensor([[0], [2], [1], [1], [0]]))[idx]
+        loss = picked.sum() + (z * z).sum() + flow.embedding(idx, w, padding_idx=0).sum()
+        return loss, flow.autograd.grad(loss, [w])[0]
+
+    idx, mask = flow.tensor([0, 2, 2]), flow.tensor([True, False, True, False, False])
+    graph = assert_compiled_matches_eager(f, flow.tensor(_data(5, 3, seed=1)), idx, mask)
+    assert {"index", "index_put", "index_backward", "masked_fill"} <= {n.op.name for n in graph.nodes}
+
+
+def test_boolean_mask_indexing_is_eager_only():
+    from dualflow.graph import Trace
+    trace = Trace("f", {})
+    with pytest.raises(RuntimeError, match="depends on the tensor's values"), trace:
+        x, mask = trace.inputs((flow.ones(3), flow.tensor([True, False, True])))
+        x[mask]

@@ -79,6 +79,7 @@ def test_rmatmul_accepts_an_array_on_the_left():
     (lambda: flow.zeros(2, 2, 3) @ flow.zeros(3, 3, 1), ShapeError, "batch dimensions"),
     (lambda: flow.matmul(flow.zeros(()), flow.zeros(3)), ShapeError, "at least 1 dimension"),
     (lambda: flow.zeros(2, 3) @ flow.zeros(3, 2, dtype=flow.float64), TypeError, "same dtype"),
+    (lambda: flow.zeros(2, 3) @ 2, TypeError, "expected two tensors, got Tensor and int"),
     (lambda: flow.mm(flow.zeros(3), flow.zeros(3, 2)), ShapeError, r"mm: expected 2-d and 2-d"),
     (lambda: flow.bmm(flow.zeros(2, 3), flow.zeros(3, 2)), ShapeError, "bmm: expected 3-d"),
     (lambda: flow.bmm(flow.zeros(2, 2, 3), flow.zeros(3, 3, 2)), ShapeError, r"\(2 != 3\)"),
@@ -138,3 +139,16 @@ def test_einsum_diagonal_runs_forward_but_its_gradient_says_unsupported():
 def test_linear_matches_torch(torch, x, w, bias):
     shapes = (x, w) + (((w[0],) if len(w) == 2 else ()),) * bias
     _check_parity(torch, flow.linear, torch.nn.functional.linear, *shapes)
+
+
+def test_products_trace_into_a_graph_that_matches_eager():
+    from .test_index import assert_compiled_matches_eager
+    w = flow.tensor(_data(4, 3), requires_grad=True)
+    v = flow.tensor(_data(3), requires_grad=True)
+
+    def f(x):
+        h = flow.linear(x, w) @ w            # (2, 5, 3)
+        loss = (h @ v).sum() + (v @ h.sum(0).t()).sum() + flow.einsum("bij,j->", h, v)
+        return (loss,) + flow.autograd.grad(loss, [w, v])
+
+    assert_compiled_matches_eager(f, flow.tensor(_data(2, 5, 3, seed=1)))
