@@ -364,7 +364,8 @@ def setitem(x: Tensor, key, value) -> None:
     if mask_fill is not None:
         masked_fill_(x, *mask_fill)
         return
-    key, tensors = parse_key(x, key)
+    simple = _simple_key(x.shape, key if type(key) is tuple else (key,))
+    key, tensors = (simple, []) if simple is not None else parse_key(x, key)
     value = _value_tensor(x, value)
     if value.ndim:
         value = _fit_value(value, indexed_shape(x.shape, key, [t.shape for t in tensors]))
