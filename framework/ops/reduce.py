@@ -15,7 +15,8 @@ from .. import dtype as dt
 from . import rules
 from .core import broadcast_to
 from .opdef import TensorType, defop, not_exportable
-from .shape import dim_index, dim_list, flip_op, narrow_op, pad_op, pad_spec, permute, reshape
+from .shape import (dim_index, dim_list, flip_op, inverse_permutation, narrow_op, pad_op, pad_spec,
+                    permute, reshape, unsqueeze)
 
 
 # ---- attributes and shapes -----------------------------------------------------------------------
@@ -46,12 +47,6 @@ def _acc(x):
 def _acc_type(x, dim=None, keepdim=False, **attrs) -> TensorType:
     t = rules.reduce(x, dim, keepdim)
     return t if x.dtype.is_floating_point else TensorType(t.shape, dt.int64, t.device)
-
-
-def _typed(dtype):
-    def rule(x, dim=None, keepdim=False, **attrs) -> TensorType:
-        return TensorType(rules.reduced_shape(x.shape, dim, keepdim), dtype, x.device)
-    return rule
 
 
 def _float_only(op: str, input) -> None:
@@ -132,11 +127,7 @@ def _prod_others(x, dim):
     d = len(keep)
     left = cumprod_op(_shift(flat, d, 1.0), dim=d)
     right = flip_op(cumprod_op(_shift(flip_op(flat, dims=(d,)), d, 1.0), dim=d), dims=(d,))
-    others = reshape(left * right, tuple(moved.shape))
-    inverse = [0] * x.ndim
-    for i, a in enumerate(keep + axes):
-        inverse[a] = i
-    return permute(others, inverse)
+    return permute(reshape(left * right, tuple(moved.shape)), inverse_permutation(keep + axes))
 
 
 prod_op = defop("prod", lambda xp, x, dim=None, keepdim=False:
@@ -210,14 +201,10 @@ def _select_vjp(grads, outs, x, dim, keepdim=False):
     g, idx = grads[0], outs[1]
     if not x.shape:
         return (g,)
+    dim %= len(x.shape)
     if not keepdim:
-        g, idx = _unsqueeze(g, dim), _unsqueeze(idx, dim)
-    return (g * index_mask(idx, dim=dim % len(x.shape), size=x.shape[dim], dtype=x.dtype),)
-
-
-def _unsqueeze(t, dim):
-    d = dim % (t.ndim + 1)
-    return reshape(t, tuple(t.shape[:d]) + (1,) + tuple(t.shape[d:]))
+        g, idx = unsqueeze(g, dim), unsqueeze(idx, dim)
+    return (g * index_mask(idx, dim=dim, size=x.shape[dim], dtype=x.dtype),)
 
 
 def _index_mask_kernel(xp, idx, dim, size, dtype):
@@ -256,28 +243,19 @@ def _moment_kernel(root: bool):
     return kernel
 
 
-def _divisor(x, dim, correction) -> float:
-    n = _count(x.shape, dim) - correction
-    return n if n > 0 else 0.0
+def _moment_vjp(root: bool):
+    """d var = 2 (x - mean) / dof; d std = d var / (2 std). dof = max(0, N - correction)."""
+    def vjp(g, out, x, dim=None, correction=1, keepdim=False):
+        dof = _count(x.shape, dim) - correction
+        scale = (1.0 if root else 2.0) / dof if dof > 0 else math.inf
+        g = _back(g / out if root else g, x, dim, keepdim)
+        return (g * (x - mean_op(x, dim=dim, keepdim=True)) * scale,)
+    return vjp
 
 
-def _var_vjp(g, out, x, dim=None, correction=1, keepdim=False):
-    centred = x - mean_op(x, dim=dim, keepdim=True)
-    return (_back(g, x, dim, keepdim) * centred * (2 * _safe_inverse(_divisor(x, dim, correction))),)
-
-
-def _std_vjp(g, out, x, dim=None, correction=1, keepdim=False):
-    centred = x - mean_op(x, dim=dim, keepdim=True)
-    scale = _back(g / out, x, dim, keepdim)
-    return (scale * centred * _safe_inverse(_divisor(x, dim, correction)),)
-
-
-def _safe_inverse(n: float) -> float:
-    return 1.0 / n if n else math.inf
-
-
-var_op = defop("var", _moment_kernel(False), rules.reduce, _var_vjp, saves=(0,))
-std_op = defop("std", _moment_kernel(True), rules.reduce, _std_vjp, saves=(0,), saves_out=True)
+var_op = defop("var", _moment_kernel(False), rules.reduce, _moment_vjp(False), saves=(0,))
+std_op = defop("std", _moment_kernel(True), rules.reduce, _moment_vjp(True), saves=(0,),
+               saves_out=True)
 
 
 def _logsumexp_kernel(xp, x, dim=None, keepdim=False):
@@ -309,7 +287,8 @@ def _logical_kernel(fn):
 
 
 def _logical_rule(x, dim=None, keepdim=False):
-    return _typed(dt.uint8 if x.dtype is dt.uint8 else dt.bool_)(x, dim, keepdim)
+    return TensorType(rules.reduced_shape(x.shape, dim, keepdim),
+                      dt.uint8 if x.dtype is dt.uint8 else dt.bool_, x.device)
 
 
 all_op = defop("all", _logical_kernel("all"), _logical_rule)
@@ -368,7 +347,8 @@ cumsum_op = defop("cumsum", _scan_kernel("cumsum"), _scan_rule,
                   vjp=lambda g, out, x, dim: (_reverse_cumsum(g, dim) if x.shape else g,),
                   saves=(), onnx="CumSum")
 cumprod_op = defop("cumprod", _scan_kernel("cumprod"), _scan_rule, _cumprod_vjp,
-                   saves=(0,), saves_out=True, onnx=not_exportable("ONNX has no cumulative product"))
+                   saves=(0,), saves_out=True,
+                   onnx=not_exportable("ONNX has no cumulative product"))
 
 
 # ---- vector norms --------------------------------------------------------------------------------
@@ -492,14 +472,13 @@ var = _moment("var", var_op)
 std = _moment("std", std_op)
 
 
-def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-    return var(input, dim, unbiased, keepdim, correction=correction), mean(
-        input, None if isinstance(dim, bool) else dim, keepdim)
-
-
-def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-    return std(input, dim, unbiased, keepdim, correction=correction), mean(
-        input, None if isinstance(dim, bool) else dim, keepdim)
+def _with_mean(moment):
+    """var_mean / std_mean: the moment and the mean over the same dims, as a tuple."""
+    def fn(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+        return (moment(input, dim, unbiased, keepdim, correction=correction),
+                mean(input, None if isinstance(dim, bool) else dim, keepdim))
+    fn.__name__ = f"{moment.__name__}_mean"
+    return fn
 
 
 def logsumexp(input, dim, keepdim: bool = False):
@@ -547,7 +526,8 @@ EXPORTS = {
     "sum": sum_fn, "mean": mean, "prod": prod, "max": max_fn, "min": min_fn,
     "amax": _amax_like("amax", amax_op), "amin": _amax_like("amin", amin_op),
     "argmax": _argmax_like("argmax", argmax_op), "argmin": _argmax_like("argmin", argmin_op),
-    "var": var, "std": std, "var_mean": var_mean, "std_mean": std_mean, "logsumexp": logsumexp,
+    "var": var, "std": std, "var_mean": _with_mean(var), "std_mean": _with_mean(std),
+    "logsumexp": logsumexp,
     "all": _logical("all", all_op), "any": _logical("any", any_op),
     "cumsum": _scan("cumsum", cumsum_op), "cumprod": _scan("cumprod", cumprod_op), "norm": norm,
 }

@@ -8,6 +8,7 @@ are each other's VJP, as are `cat` and a run of `narrow`s.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 from .. import dtype as dt
@@ -40,13 +41,6 @@ def dim_list(dims, ndim: int, op: str) -> tuple:
     return out
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _shape_args(shape) -> tuple:
     """`f(2, 3)` and `f((2, 3))` both mean the shape (2, 3)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -58,7 +52,7 @@ def _resolve_shape(shape, numel: int, src) -> tuple:
     shape = tuple(operator.index(s) for s in shape)
     if shape.count(-1) > 1:
         raise ShapeError("reshape: only one dimension can be -1")
-    known = _numel(s for s in shape if s != -1)
+    known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
         if known == 0 or numel % known:
             raise ShapeError(f"reshape: shape {shape} is invalid for input of shape {tuple(src)}")
@@ -80,12 +74,12 @@ def _at(dim: int, index) -> tuple:
 # ---- primitives ----------------------------------------------------------------------------------
 reshape_op = defop(
     "reshape", lambda xp, x, shape: x.reshape(shape),
-    lambda x, shape: _like(x, _resolve_shape(shape, _numel(x.shape), x.shape)),
+    lambda x, shape: _like(x, _resolve_shape(shape, math.prod(x.shape), x.shape)),
     vjp=lambda g, out, x, shape: (reshape_op(g, shape=tuple(x.shape)),),
     saves=(), view=True, onnx="Reshape")
 
 
-def _inverse(perm) -> tuple:
+def inverse_permutation(perm) -> tuple:
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
@@ -95,7 +89,7 @@ def _inverse(perm) -> tuple:
 permute_op = defop(
     "permute", lambda xp, x, dims: x.transpose(dims),
     lambda x, dims: _like(x, (x.shape[d] for d in dims)),
-    vjp=lambda g, out, x, dims: (permute_op(g, dims=_inverse(dims)),),
+    vjp=lambda g, out, x, dims: (permute_op(g, dims=inverse_permutation(dims)),),
     saves=(), view=True, onnx="Transpose")
 
 
@@ -208,7 +202,7 @@ roll_op = defop(
 # ---- public functions ----------------------------------------------------------------------------
 def reshape(input, *shape, **kw):
     shape = kw.get("shape", shape)
-    shape = _resolve_shape(_shape_args(shape), _numel(input.shape), input.shape)
+    shape = _resolve_shape(_shape_args(shape), math.prod(input.shape), input.shape)
     return input if shape == tuple(input.shape) else reshape_op(input, shape=shape)
 
 
@@ -262,13 +256,13 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     if a > b:
         raise ShapeError(f"flatten: start_dim ({start_dim}) cannot come after end_dim ({end_dim})")
     shape = tuple(input.shape)
-    return reshape(input, shape[:a] + (_numel(shape[a:b + 1]),) + shape[b + 1:])
+    return reshape(input, shape[:a] + (math.prod(shape[a:b + 1]),) + shape[b + 1:])
 
 
 def unflatten(input, dim: int, sizes):
     d = dim_index(dim, input.ndim, "unflatten")
     shape, sizes = tuple(input.shape), tuple(sizes)
-    known = _numel(s for s in sizes if s != -1)
+    known = math.prod(s for s in sizes if s != -1)
     if sizes.count(-1) > 1 or (-1 not in sizes and known != shape[d]) or (
             -1 in sizes and (known == 0 or shape[d] % known)):
         raise ShapeError(f"unflatten: sizes {sizes} don't multiply up to the size of dim {dim} "

@@ -8,7 +8,7 @@ import pytest
 import dualflow as flow
 from dualflow.ops import ShapeError
 
-from .test_reduce import assert_parity, needs_torch, torch
+from .test_reduce import assert_graph_matches_eager, assert_parity, needs_torch, torch
 
 
 def _x(*shape):
@@ -151,6 +151,20 @@ def test_pad_errors(args, error, match):
         flow.pad(_x(2, 3), *args)
 
 
+def test_shape_ops_trace_into_graphs_with_their_gradients():
+    def fn(x):
+        mixed = flow.cat([x.T, x.mT.flip(1)], 0).roll(1, 0)
+        stacked = flow.stack(list(x.unbind(1))[::-1] + list(x.unbind(1)), 0).reshape(8, 3)
+        chunks = sum((c * (i + 1)).sum() for i, c in enumerate(x.chunk(3, 1)))
+        padded = [flow.pad(x.unsqueeze(0), (1, 2, 1, 1), mode="reflect"),
+                  flow.pad(x.unsqueeze(0), (2, 1), mode="circular"),
+                  flow.pad(x.unsqueeze(0), (2, 1), mode="replicate"),
+                  flow.pad(x, (1, -1), value=2.0)]
+        return ((mixed * stacked).sum() + sum((p ** 2).sum() for p in padded) + chunks
+                + (x.repeat(2, 2) ** 3).sum() + x.expand(2, 3, 4).permute(2, 0, 1).sum())
+    assert_graph_matches_eager(fn, np.random.default_rng(3).normal(size=(3, 4)))
+
+
 # ---- PyTorch parity ------------------------------------------------------------------------------
 _R = np.random.default_rng(2)
 _A = _R.normal(size=(3, 4))
@@ -175,12 +189,14 @@ PARITY = [  # (label, call(module, *tensors), inputs)
     ("T", lambda m, x: x.T, (_A,)), ("mT", lambda m, x: x.mT, (_B,)),
     ("flatten", lambda m, x: m.flatten(x, 1), (_B,)),
     ("unflatten", lambda m, x: x.unflatten(-1, (2, -1)), (_B,)),
-    ("squeeze", lambda m, x: x.squeeze(), (_C,)), ("squeeze-dims", lambda m, x: x.squeeze((0, 1)), (_C,)),
+    ("squeeze", lambda m, x: x.squeeze(), (_C,)),
+    ("squeeze-dims", lambda m, x: x.squeeze((0, 1)), (_C,)),
     ("unsqueeze", lambda m, x: m.unsqueeze(x, -2), (_A,)),
     ("expand", lambda m, x: x[:, :1].expand(2, -1, 5) if m is torch else
      x.narrow(1, 0, 1).expand(2, -1, 5), (_A,)),
     ("expand_as", lambda m, x, y: x.expand_as(y), (_A[:1], _A)),
-    ("repeat", lambda m, x: x.repeat(2, 1, 3), (_A,)), ("tile", lambda m, x: m.tile(x, (2,)), (_A,)),
+    ("repeat", lambda m, x: x.repeat(2, 1, 3), (_A,)),
+    ("tile", lambda m, x: m.tile(x, (2,)), (_A,)),
     ("cat", lambda m, x, y: m.cat([x, y, x], 1), (_A, _A[:, :2])),
     ("cat-promote", lambda m, x, y: m.cat([x, y]), (_A, _R.integers(0, 5, size=(2, 4)))),
     ("stack", lambda m, x, y: m.stack([x, y], -1), (_A, _A * 2)),
@@ -190,7 +206,8 @@ PARITY = [  # (label, call(module, *tensors), inputs)
     ("split-sizes", lambda m, x: _first(m.split(x, [1, 2], 0)), (_A,)),
     ("chunk", lambda m, x: _first(x.chunk(3, -1)), (_B,)),
     ("unbind", lambda m, x: _first(m.unbind(x, 1)), (_B,)),
-    ("flip", lambda m, x: m.flip(x, (0, 2)), (_B,)), ("flip-method", lambda m, x: x.flip(-1), (_B,)),
+    ("flip", lambda m, x: m.flip(x, (0, 2)), (_B,)),
+    ("flip-method", lambda m, x: x.flip(-1), (_B,)),
     ("roll", lambda m, x: m.roll(x, 2), (_B,)),
     ("roll-dims", lambda m, x: x.roll((1, -1), (0, 2)), (_B,)),
     ("narrow", lambda m, x: m.narrow(x, -1, 1, 2), (_B,)),

@@ -3,7 +3,7 @@ import warnings
 import numpy as np
 
 import dualflow as flow
-from ..sample import Sample, ints, pos, rnd
+from ..sample import Sample, ints, rnd
 
 
 def _cases(ref, zero_d_grad=True, **extra):
@@ -88,7 +88,8 @@ def _scan(fn, data):
 SAMPLES = {
     "sum": _cases(lambda x, a, k: np.sum(x, axis=a, keepdims=k)) + _empty(
         lambda x, a, k: np.sum(x, axis=a)) + [
-        Sample((ints(2, 3, dtype=np.int32),), {"dim": (1,)}, lambda x, dim: x.sum(1, dtype=np.int64),
+        Sample((ints(2, 3, dtype=np.int32),), {"dim": (1,)},
+               lambda x, dim: x.sum(1, dtype=np.int64),
                label="int32-to-int64"),
         Sample((ints(2, 3, dtype=np.bool_),), {}, lambda x: np.int64(x.sum()), label="bool")],
     "mean": _cases(lambda x, a, k: np.mean(x, axis=a, keepdims=k)) + [
@@ -98,7 +99,8 @@ SAMPLES = {
         lambda x, a, k: np.prod(x, axis=a)) + [
         Sample((_ZEROS,), {"dim": (1,)}, lambda x, dim: x.prod(1), label="zeros"),
         Sample((_ZEROS,), {}, lambda x: x.prod(), label="zeros-all"),
-        Sample((ints(2, 3, dtype=np.uint8),), {"dim": (0,)}, lambda x, dim: x.prod(0, dtype=np.int64),
+        Sample((ints(2, 3, dtype=np.uint8),), {"dim": (0,)},
+               lambda x, dim: x.prod(0, dtype=np.int64),
                label="uint8-to-int64")],
     "amax": _cases(lambda x, a, k: np.amax(x, axis=a, keepdims=k)) + _empty(
         lambda x, a, k: np.amax(x, axis=a))[1:],
@@ -114,7 +116,8 @@ SAMPLES = {
                 Sample((rnd(3, 4),), {"dim": -1, "keepdim": True}, _select(np.min, np.argmin),
                        label="keepdim")],
     "argmax": [Sample((rnd(3, 4),), {}, lambda x: np.argmax(x), label="flat"),
-               Sample((rnd(3, 4),), {"keepdim": True}, lambda x, keepdim: np.argmax(x).reshape(1, 1),
+               Sample((rnd(3, 4),), {"keepdim": True},
+                      lambda x, keepdim: np.argmax(x).reshape(1, 1),
                       label="flat-keepdim"),
                Sample((rnd(3, 4),), {"dim": -1}, lambda x, dim: np.argmax(x, dim), label="dim"),
                Sample((rnd(3, 4),), {"dim": 0, "keepdim": True},
@@ -153,16 +156,19 @@ SAMPLES = {
             Sample((np.zeros((0, 2), bool),), {"dim": (0,)}, lambda x, dim: np.zeros(2, bool),
                    label="empty")],
     "cumsum": _scan(np.cumsum, _SCAN_DATA) + [
-        Sample((ints(2, 3, dtype=np.int32),), {"dim": 1}, lambda x, dim: x.cumsum(1, dtype=np.int64),
+        Sample((ints(2, 3, dtype=np.int32),), {"dim": 1},
+               lambda x, dim: x.cumsum(1, dtype=np.int64),
                label="int32-to-int64")],
     "cumprod": _scan(np.cumprod, _SCAN_DATA) + [
         Sample((_ZEROS,), {"dim": 1}, lambda x, dim: x.cumprod(1), label="zeros"),
         Sample((_ZEROS,), {"dim": 0}, lambda x, dim: x.cumprod(0), label="zeros-dim0")],
     "linear_scan": [Sample((rnd(3, 4), rnd(3, 4, seed=1)), {"dim": 1}, _linear_scan),
                     Sample((_ZEROS, rnd(3, 4, seed=1)), {"dim": 0}, _linear_scan, label="zeros"),
-                    Sample((rnd(0, 2), rnd(0, 2, seed=1)), {"dim": 0}, _linear_scan, label="empty")],
+                    Sample((rnd(0, 2), rnd(0, 2, seed=1)), {"dim": 0}, _linear_scan,
+                           label="empty")],
     "vector_norm": _cases(_norm(2), ord=2.0) + [
-        Sample((rnd(3, 4),), {"ord": o, "dim": (1,)}, lambda x, ord, dim, o=o: _norm(o)(x, 1, False),
+        Sample((rnd(3, 4),), {"ord": o, "dim": (1,)},
+               lambda x, ord, dim, o=o: _norm(o)(x, 1, False),
                label=f"ord{o}") for o in (1.0, 3.0, 0.5, -1.5, np.inf, -np.inf)] + [
         Sample((rnd(3, 4),), {"ord": 0.0}, lambda x, ord: _norm(0)(x, None, False), label="ord0"),
         Sample((_ZEROS,), {"ord": 1.0, "dim": (1,)}, lambda x, ord, dim: np.abs(x).sum(1),
