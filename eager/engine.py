@@ -56,6 +56,8 @@ def record(op, inputs, attrs, out) -> None:
     node.op = op
     node.attrs = attrs
     saves = op.saves
+    if type(saves) is dict:  # {input: inputs whose gradient reads it}: save only if one needs it
+        saves = tuple(i for i, js in saves.items() if any(inputs[j].requires_grad for j in js))
     saved = []
     versions = []
     for i, x in enumerate(inputs):

@@ -64,6 +64,8 @@ class OpDef:
     vjp(grad, out, *inputs, **attrs) -> tuple of input gradients (Tensor or None), written with ops.
         Inputs not listed in `saves` reach the VJP as their `TensorType` (shape, dtype, device),
         so the tape does not keep their arrays alive; `saves_out` passes the output likewise.
+        `saves` may also map an input to the inputs whose gradient reads it, e.g. mul's
+        `{0: (1,), 1: (0,)}`: x is kept only when y needs a gradient.
     """
     name: str
     kernel: Callable
@@ -75,7 +77,7 @@ class OpDef:
     view: bool = False
     promote: bool = False          # cast tensor inputs to their common (PyTorch-promoted) dtype
     out_arg: bool = False          # the kernel accepts `out=` (memory planner and in-place forms)
-    saves: tuple | None = ALL_INPUTS
+    saves: tuple | dict | None = ALL_INPUTS
     saves_out: bool = False
     num_outputs: int = 1
     onnx: Any = None               # ONNX op name, a lowering function, or `not_exportable(reason)`
