@@ -138,11 +138,6 @@ def apply_inplace(op, target, others, attrs):
     if needs_grad and target.requires_grad and target.grad_fn is None:
         raise RuntimeError(f"{op.name}_: a leaf tensor that requires grad is being used in an "
                            "in-place operation; wrap it in `with dualflow.no_grad():` or clone it")
-    base = target._base
-    if needs_grad and base is not None and base.requires_grad:
-        raise RuntimeError(f"{op.name}_: in-place update of a view of a tensor that requires grad "
-                           "is not supported (the base's gradient would be wrong); update the "
-                           "base tensor itself (e.g. x[idx] = ...) or clone the view first")
     interp = state.interpreters[-1] if state.interpreters else EAGER
     if not needs_grad and op.out_arg and interp is EAGER:
         inputs = _promote(op, (target, *others)) if op.promote else (target, *others)
