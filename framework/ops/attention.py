@@ -1,3 +1,77 @@
-"""(family stub: filled in by its owner; see docs/adding_ops.md)"""
+"""Scaled dot-product attention as a composite of matmul, masking and softmax (PyTorch's math
+backend): softmax(q k^T * scale + mask) v, with rows that mask every key giving zeros."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .compare import eq, logical_not, where
+from .core import broadcast_to
+from .dropout import dropout
+from .index import masked_fill
+from .linalg import matmul
+from .normalization import softmax
+from .reduce import all_op
+from .shape import reshape, transpose, unsqueeze
+
+
+def _causal_mask(query, key):
+    """(L, S) bool, True on and below the diagonal (top-left aligned, as PyTorch)."""
+    from ..creation import tensor
+    rows, cols = query.shape[-2], key.shape[-2]
+    return tensor(np.tril(np.ones((rows, cols), dtype=bool)), device=query.device)
+
+
+def _repeat_heads(t, times: int):
+    """(..., Hk, S, E) -> (..., Hk * times, S, E), each key/value head used by `times` query heads."""
+    lead, (hk, s, e) = t.shape[:-3], t.shape[-3:]
+    wide = broadcast_to(unsqueeze(t, -3), shape=lead + (hk, times, s, e))
+    return reshape(wide, lead + (hk * times, s, e))
+
+
+def _safe_softmax(scores):
+    """softmax over the last axis; a row that masks every key is all zeros instead of NaN."""
+    dead = all_op(eq(scores, -math.inf), dim=(scores.ndim - 1,), keepdim=True)
+    return where(dead, 0.0, softmax(where(dead, 0.0, scores), -1))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False):
+    """Attention over (..., L, E) queries and (..., S, E) keys / (..., S, Ev) values.
+
+    A bool `attn_mask` says where to attend (True = attend); a float one is added to the scores.
+    `is_causal` masks keys after each query position; `enable_gqa` shares each key/value head
+    among a group of query heads.
+    """
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise ValueError(f"scaled_dot_product_attention: query, key and value need at least 2 "
+                         f"dims, got {tuple(query.shape)}, {tuple(key.shape)}, "
+                         f"{tuple(value.shape)}")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, "
+                         "not both")
+    if enable_gqa and query.shape[-3] != key.shape[-3]:
+        if query.shape[-3] % key.shape[-3]:
+            raise ValueError(f"scaled_dot_product_attention: {query.shape[-3]} query heads are "
+                             f"not a multiple of {key.shape[-3]} key/value heads")
+        times = query.shape[-3] // key.shape[-3]
+        key, value = _repeat_heads(key, times), _repeat_heads(value, times)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = matmul(query, transpose(key, -2, -1)) * scale
+    if is_causal:
+        attn_mask = _causal_mask(query, key)
+    if attn_mask is not None:
+        if attn_mask.dtype.name == "bool":
+            scores = masked_fill(scores, logical_not(attn_mask), -math.inf)
+        else:
+            scores = scores + attn_mask
+    weights = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return matmul(weights, value)
+
+
 EXPORTS: dict = {}
 METHODS: dict = {}

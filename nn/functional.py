@@ -1,0 +1,70 @@
+"""`dualflow.nn.functional` (`import dualflow.nn.functional as F`): torch.nn.functional's names.
+
+The functions live with their op families in `dualflow.ops`; this module gathers them under
+PyTorch's names and adds the few small composites PyTorch keeps only here (normalize,
+cosine_similarity, prelu, bilinear, glu, softmin).
+"""
+from __future__ import annotations
+
+from dualflow.ops.activation import (celu, elu, gelu, hardsigmoid, hardswish, hardtanh,  # noqa: F401
+                                     leaky_relu, logsigmoid, mish, relu, relu6, selu, sigmoid,
+                                     silu, softplus, softsign)
+from dualflow.ops.attention import scaled_dot_product_attention  # noqa: F401
+from dualflow.ops.compare import clamp_min_fn, ge, where
+from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401
+from dualflow.ops.dropout import dropout, dropout1d, dropout2d, dropout3d  # noqa: F401
+from dualflow.ops.index import embedding, one_hot  # noqa: F401
+from dualflow.ops.linalg import einsum, linear  # noqa: F401
+from dualflow.ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
+                               cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
+                               smooth_l1_loss)
+from dualflow.ops.normalization import (batch_norm, group_norm, layer_norm,  # noqa: F401
+                                        log_softmax, softmax)
+from dualflow.ops.pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,  # noqa: F401
+                               avg_pool2d, max_pool1d, max_pool2d)
+from dualflow.ops.reduce import sum_fn, vector_norm
+from dualflow.ops.shape import chunk, pad, reshape  # noqa: F401
+from dualflow.ops.unary import tanh  # noqa: F401
+
+
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
+    """input / max(||input||_p along dim, eps)."""
+    if out is not None:
+        raise TypeError("normalize: out= is not supported; use the returned tensor")
+    return input / clamp_min_fn(vector_norm(input, p, dim, keepdim=True), eps)
+
+
+def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
+    """Cosine of the angle between x1 and x2 along dim (each norm clamped below at eps)."""
+    n1 = clamp_min_fn(vector_norm(x1, 2, dim, keepdim=True), eps)
+    n2 = clamp_min_fn(vector_norm(x2, 2, dim, keepdim=True), eps)
+    return sum_fn((x1 / n1) * (x2 / n2), dim)
+
+
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x); a (C,) weight applies along the channel axis 1."""
+    if input.ndim >= 2 and weight.numel() > 1:
+        weight = reshape(weight, (-1,) + (1,) * (input.ndim - 2))
+    return where(ge(input, 0), input, input * weight)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y = x1^T A x2 + b for weight A of shape (out, in1, in2)."""
+    out = einsum("...i,oij,...j->...o", input1, weight, input2)
+    return out if bias is None else out + bias
+
+
+def glu(input, dim: int = -1):
+    """a * sigmoid(b) for the two halves (a, b) of input along dim."""
+    if input.shape[dim] % 2:
+        raise ValueError(f"glu: halving only works on an even-sized dim, but dim {dim} of input "
+                         f"{tuple(input.shape)} has size {input.shape[dim]}")
+    a, b = chunk(input, 2, dim)
+    return a * sigmoid(b)
+
+
+def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """softmax(-input)."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return softmax(-input, dim)
