@@ -23,5 +23,5 @@ class Adagrad(Optimizer):
         step = state["step"].add_(1)
         grad = with_weight_decay(grad, p, group["weight_decay"])
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
-        std = state["sum"].add_(grad * grad) ** 0.5 + group["eps"]
+        std = state["sum"].addcmul_(grad, grad).sqrt() + group["eps"]
         p.sub_(grad / std * clr)

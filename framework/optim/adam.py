@@ -6,6 +6,7 @@ traced step replays correctly: nothing about the step number is baked in as a Py
 from __future__ import annotations
 
 from ..creation import zeros_like
+from ..ops.compare import maximum
 from .optimizer import Optimizer, check_non_negative, step_counter, with_weight_decay
 
 
@@ -37,12 +38,12 @@ class Adam(Optimizer):
         else:
             grad = with_weight_decay(grad, p, weight_decay)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         if group["amsgrad"]:
             exp_avg_sq = state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
         step_size = lr / (1 - beta1 ** step)
-        denom = exp_avg_sq ** 0.5 / (1 - beta2 ** step) ** 0.5 + group["eps"]
+        denom = exp_avg_sq.sqrt() / (1 - beta2 ** step).sqrt() + group["eps"]
         p.sub_(exp_avg / denom * step_size)
 
 
@@ -54,8 +55,3 @@ class AdamW(Adam):
                  weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
                          decoupled_weight_decay=True)
-
-
-def maximum(a, b):
-    from .. import maximum as maximum_op
-    return maximum_op(a, b)

@@ -26,14 +26,14 @@ class RMSprop(Optimizer):
                 state["grad_avg"] = zeros_like(p)
         state["step"].add_(1)
         grad = with_weight_decay(grad, p, group["weight_decay"])
-        square_avg = state["square_avg"].mul_(alpha).add_(grad * grad, alpha=1 - alpha)
+        square_avg = state["square_avg"].mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
         if group["centered"]:
-            grad_avg = state["grad_avg"].mul_(alpha).add_(grad, alpha=1 - alpha)
-            avg = (square_avg - grad_avg * grad_avg) ** 0.5 + group["eps"]
+            grad_avg = state["grad_avg"].lerp_(grad, 1 - alpha)
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt() + group["eps"]
         else:
-            avg = square_avg ** 0.5 + group["eps"]
+            avg = square_avg.sqrt() + group["eps"]
         if momentum > 0:
-            buf = state["momentum_buffer"].mul_(momentum).add_(grad / avg)
+            buf = state["momentum_buffer"].mul_(momentum).addcdiv_(grad, avg)
             p.sub_(buf * group["lr"])
         else:
             p.sub_(grad / avg * group["lr"])

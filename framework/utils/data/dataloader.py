@@ -1,7 +1,9 @@
 """`DataLoader`: batches from a dataset through a sampler and a collate function.
 
 Loading runs in the calling process. `num_workers > 0` is accepted for PyTorch compatibility and
-still loads in-process (no worker processes are started), so scripts written for PyTorch run as is.
+still loads in-process (no worker processes are started), so scripts written for PyTorch run as is;
+the worker options (`pin_memory`, `timeout`, `worker_init_fn`, `prefetch_factor`,
+`persistent_workers`) are kept as attributes and have no effect.
 """
 from __future__ import annotations
 
