@@ -1,9 +1,10 @@
 """Activation functions, with `torch.nn.functional`'s signatures.
 
-sigmoid, relu, gelu, silu and softplus are primitive ops: each is one node for the graph fuser and
-the ONNX exporter, with a fused, overflow-free kernel (softplus's formula would otherwise
-overflow exp and poison its gradient with inf * 0). The rest are composites of primitives and get
-their gradients for free. `inplace=True` writes the result into the input, as in PyTorch.
+sigmoid, relu, gelu, silu, softplus and hardtanh are primitive ops: one node each for the graph
+fuser and the ONNX exporter, and kernels that cannot overflow (softplus's textbook formula would
+overflow exp and poison its gradient with inf * 0); hardtanh's gradient, unlike clamp's, stops at
+the bounds, as in PyTorch. The rest are composites of primitives and get their gradients for
+free. `inplace=True` writes the result into the input, as in PyTorch.
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import math
 
 import numpy as np
 
+from ..tensor import Tensor
 from . import rules
 from .arith import add, div, mul, neg, sub
-from .compare import clamp, gt, where
+from .compare import clamp, clamp_op, gt, logical_and, lt, where
 from .opdef import defop
 from .unary import _erf_kernel, abs_, erf, exp, expm1, floating, tanh
 
@@ -86,76 +88,81 @@ silu_op = defop("silu", _silu_kernel, rules.same_float, vjp=_silu_vjp, saves=(0,
                 elementwise=True)
 softplus_op = defop("softplus", _softplus_kernel, rules.same_float, vjp=_softplus_vjp,
                     saves=(0,), elementwise=True, onnx="Softplus")
+hardtanh_op = defop(
+    "hardtanh", clamp_op.kernel, rules.same,
+    vjp=lambda g, out, x, min, max: (where(logical_and(gt(x, min), lt(x, max)), g, 0),),
+    saves=(0,), elementwise=True, out_arg=True, onnx="Clip",
+    doc="clamp whose gradient is zero at the bounds too (PyTorch's hardtanh, relu6).")
 
 
 def _result(input, out, inplace: bool):
     return input.copy_(out) if inplace else out
 
 
-def relu(input, inplace: bool = False):
+def relu(input, inplace: bool = False) -> Tensor:
     return input.relu_() if inplace else relu_op(input)
 
 
-def gelu(input, approximate: str = "none"):
+def gelu(input, approximate: str = "none") -> Tensor:
     """x * Phi(x), exactly (via erf) or with PyTorch's tanh approximation."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return gelu_op(input, approximate=approximate) if approximate == "tanh" else gelu_op(input)
 
 
-def silu(input, inplace: bool = False):
+def silu(input, inplace: bool = False) -> Tensor:
     return _result(input, silu_op(input), inplace)
 
 
-def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+def softplus(input, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
     return softplus_op(input, beta=beta, threshold=threshold)
 
 
-def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     return _result(input, where(gt(input, 0), input, mul(input, negative_slope)), inplace)
 
 
-def elu(input, alpha: float = 1.0, inplace: bool = False):
+def elu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     # expm1 of clamp(x, max=0): the discarded branch never overflows, so its gradient stays finite
     return _result(input, where(gt(input, 0), input, mul(expm1(clamp(input, max=0)), alpha)),
                    inplace)
 
 
-def celu(input, alpha: float = 1.0, inplace: bool = False):
+def celu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     negative = mul(expm1(div(clamp(input, max=0), alpha)), alpha)
     return _result(input, where(gt(input, 0), input, negative), inplace)
 
 
-def selu(input, inplace: bool = False):
+def selu(input, inplace: bool = False) -> Tensor:
     return _result(input, mul(elu(input, _SELU_ALPHA), _SELU_SCALE), inplace)
 
 
-def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return _result(input, clamp(input, min_val, max_val), inplace)
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    return _result(input, hardtanh_op(input, min=min_val, max=max_val), inplace)
 
 
-def relu6(input, inplace: bool = False):
+def relu6(input, inplace: bool = False) -> Tensor:
     return hardtanh(input, 0, 6, inplace)
 
 
-def hardsigmoid(input, inplace: bool = False):
-    return _result(input, clamp(add(div(input, 6), 0.5), 0, 1), inplace)
+def hardsigmoid(input, inplace: bool = False) -> Tensor:
+    return _result(input, hardtanh_op(add(div(input, 6), 0.5), min=0, max=1), inplace)
 
 
-def hardswish(input, inplace: bool = False):
+def hardswish(input, inplace: bool = False) -> Tensor:
     return _result(input, mul(input, hardsigmoid(input)), inplace)
 
 
-def mish(input, inplace: bool = False):
+def mish(input, inplace: bool = False) -> Tensor:
     return _result(input, mul(input, tanh(softplus(input))), inplace)
 
 
-def logsigmoid(input):
+def logsigmoid(input) -> Tensor:
     return neg(softplus(neg(input)))
 
 
-def softsign(input):
+def softsign(input) -> Tensor:
     return div(input, add(abs_(input), 1))
 
 

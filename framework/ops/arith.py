@@ -9,6 +9,7 @@ the rule (`_float_result`) read the same default.
 from __future__ import annotations
 
 from .. import dtype as dt
+from ..tensor import Tensor
 from . import rules
 from .opdef import TensorType, defop
 
@@ -54,7 +55,8 @@ add = defop("add", lambda xp, x, y, out=None: xp.add(x, y, out=out), rules.broad
 sub = defop("sub", lambda xp, x, y, out=None: xp.subtract(x, y, out=out), rules.broadcast,
             vjp=lambda g, out, x, y: (g, neg(g)), saves=(), onnx="Sub", **_BIN)
 mul = defop("mul", lambda xp, x, y, out=None: xp.multiply(x, y, out=out), rules.broadcast,
-            vjp=lambda g, out, x, y: (_grad_if(x, lambda: mul(g, y)), _grad_if(y, lambda: mul(g, x))),
+            vjp=lambda g, out, x, y: (_grad_if(x, lambda: mul(g, y)),
+                                      _grad_if(y, lambda: mul(g, x))),
             onnx="Mul", **_BIN)
 div = defop("div", _div_kernel, _float_result,
             vjp=lambda g, out, x, y: (_grad_if(x, lambda: div(g, y)),
@@ -116,22 +118,22 @@ def scaled(other, alpha, input, name: str):
     return mul(other, alpha)
 
 
-def add_fn(input, other, *, alpha=1) -> "Tensor":  # noqa: F821
+def add_fn(input, other, *, alpha=1) -> Tensor:
     """`input + alpha * other`."""
     return add(input, scaled(other, alpha, input, "add"))
 
 
-def sub_fn(input, other, *, alpha=1) -> "Tensor":  # noqa: F821
+def sub_fn(input, other, *, alpha=1) -> Tensor:
     """`input - alpha * other`."""
     return sub(input, scaled(other, alpha, input, "sub"))
 
 
-def rsub(input, other, *, alpha=1) -> "Tensor":  # noqa: F821
+def rsub(input, other, *, alpha=1) -> Tensor:
     """`other - alpha * input`."""
     return sub(other, scaled(input, alpha, other, "rsub"))
 
 
-def div_fn(input, other, *, rounding_mode=None) -> "Tensor":  # noqa: F821
+def div_fn(input, other, *, rounding_mode=None) -> Tensor:
     """True division (integers give the default float); `rounding_mode` 'floor' or 'trunc'
     rounds the quotient and keeps integer inputs integer, as in PyTorch."""
     return divide_op(rounding_mode)(input, other)

@@ -64,7 +64,7 @@ where_op = defop(
     saves=(0,), elementwise=True, onnx="Where")
 
 
-def where(condition, input=None, other=None):
+def where(condition, input=None, other=None) -> Tensor | tuple:
     """`input` where `condition` holds, else `other` (both promoted like arithmetic operands).
     `where(condition)` alone is `nonzero(condition, as_tuple=True)`."""
     if input is None and other is None:
@@ -137,7 +137,8 @@ def clamp(input, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argume
         return out if max is None else clamp_max(out, max)
     check_bounds(min, max, "clamp")
     if not input.dtype.is_floating_point:  # an integer tensor clamped to 2.5 becomes float
-        input = to_dtype(input, dt.promote([input.dtype], [], [b for b in (min, max) if b is not None]))
+        bounds = [b for b in (min, max) if b is not None]
+        input = to_dtype(input, dt.promote([input.dtype], [], bounds))
     return clamp_op(input, min=min, max=max)
 
 

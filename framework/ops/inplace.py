@@ -34,11 +34,17 @@ def _fill_kernel(xp, x, value, out=None):
     return out
 
 
+def _overwritten(g, x):
+    """The overwritten values' gradient: zeros, as PyTorch gives for `copy_` and `fill_`."""
+    return fill(g, value=0) if x.requires_grad else None
+
+
 assign = defop("assign", _assign_kernel, _like_target,
-               vjp=lambda g, out, x, src: (None, g), saves=(), out_arg=True, onnx="Expand",
+               vjp=lambda g, out, x, src: (_overwritten(g, x), g), saves=(), out_arg=True,
+               onnx="Expand",
                doc="x's shape and dtype, src's values (broadcast): the op behind `copy_`.")
 fill = defop("fill", _fill_kernel, _like_target,
-             vjp=lambda g, out, x, value: (None,), saves=(), out_arg=True,
+             vjp=lambda g, out, x, value: (_overwritten(g, x),), saves=(), out_arg=True,
              doc="x's shape and dtype filled with a Python scalar: the op behind `fill_`/`zero_`.")
 
 
@@ -68,7 +74,8 @@ _FUSED = dict(promote=True, elementwise=True, out_arg=True)
 addcmul_op = defop(
     "addcmul", _addcmul_kernel, rules.broadcast,
     vjp=lambda g, out, x, t1, t2, value=1: (
-        g, _grad_if(t1, lambda: mul(g, mul(t2, value))), _grad_if(t2, lambda: mul(g, mul(t1, value)))),
+        g, _grad_if(t1, lambda: mul(g, mul(t2, value))),
+        _grad_if(t2, lambda: mul(g, mul(t1, value)))),
     saves=(1, 2), doc="x + value * t1 * t2, in one pass (optimizers' second moments).", **_FUSED)
 addcdiv_op = defop(
     "addcdiv", _addcdiv_kernel, rules.broadcast,
@@ -202,7 +209,8 @@ _FORMS = {name: inplace_form(op, name) for name, op in {
 METHODS = {
     **_FORMS, "add_": _add_, "sub_": _sub_, "subtract_": _sub_, "multiply_": _FORMS["mul_"],
     "div_": _div_, "divide_": _div_, "negative_": _FORMS["neg_"], "absolute_": _FORMS["abs_"],
-    "clamp_": _clamp_, "clip_": _clamp_, "fill_": _fill_, "zero_": lambda self: _fill_(self, 0, "zero_"),
+    "clamp_": _clamp_, "clip_": _clamp_, "fill_": _fill_,
+    "zero_": lambda self: _fill_(self, 0, "zero_"),
     "addcmul_": _addcmul_, "addcdiv_": _addcdiv_, "normal_": _normal_, "uniform_": _uniform_,
     "addcmul": addcmul, "addcdiv": addcdiv, "lerp": lerp,
     "__iadd__": _add_, "__isub__": _sub_, "__imul__": _FORMS["mul_"], "__itruediv__": _div_,

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import dtype as dt
+from ..tensor import Tensor
 from . import rules
 from .arith import add, div, mul, neg, sub, zero_grad
 from .opdef import defop
@@ -63,7 +64,8 @@ def _erf_taylor_coefficients(c: float) -> list:
     return coefs
 
 
-_CENTRES = [_ERF_SPLIT + i * _ERF_STEP for i in range(round((_ERF_END - _ERF_SPLIT) / _ERF_STEP) + 1)]
+_CENTRES = [_ERF_SPLIT + i * _ERF_STEP
+            for i in range(round((_ERF_END - _ERF_SPLIT) / _ERF_STEP) + 1)]
 _ERF_TAIL = np.array([_erf_taylor_coefficients(c) for c in _CENTRES]).T.copy()  # [power, centre]
 
 
@@ -139,7 +141,7 @@ isinf = _predicate("isinf", lambda xp, x: xp.isinf(x), onnx="IsInf")
 isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
 
 
-def round_fn(input, *, decimals: int = 0) -> "Tensor":  # noqa: F821
+def round_fn(input, *, decimals: int = 0) -> Tensor:
     """Round half to even; `decimals` digits after the point (negative: before it)."""
     return round_op(input, decimals=int(decimals)) if decimals else round_op(input)
 

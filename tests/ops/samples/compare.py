@@ -17,7 +17,8 @@ def _samples(fn, data, **extra):
 
 
 def _clamp_ref(x, min=None, max=None):
-    return np.minimum(np.maximum(x, -np.inf if min is None else min), np.inf if max is None else max)
+    low = -np.inf if min is None else min
+    return np.minimum(np.maximum(x, low), np.inf if max is None else max)
 
 
 _COND = np.array([[True, False, True], [False, False, True]])

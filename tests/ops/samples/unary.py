@@ -33,8 +33,9 @@ SAMPLES = {
     "sin": _float_math(np.sin), "cos": _float_math(np.cos), "tan": _float_math(np.tan),
     "tanh": _float_math(np.tanh),
     # both branches of the kernel (|x| < 2 and 2 <= |x| < 6), and past 6
-    "erf": _float_math(_erf) + [Sample((rnd(4, 5) * 5,), {}, _erf, label="wide"),
-                                Sample((np.array([-7.0, 6.5, 30.0]),), {}, _erf, label="saturated")],
+    "erf": _float_math(_erf) + [
+        Sample((rnd(4, 5) * 5,), {}, _erf, label="wide"),
+        Sample((np.array([-7.0, 6.5, 30.0]),), {}, _erf, label="saturated")],
     "square": [Sample((rnd(2, 3),), {}, np.square),
                Sample((ints(4) - 2,), {}, np.square, label="int")],
     "abs": [Sample((rnd(2, 3),), {}, np.abs), Sample((scalar(),), {}, np.abs, label="0d"),
