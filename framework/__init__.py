@@ -24,4 +24,19 @@ from dualflow import eager as autograd  # noqa: E402  (installs the tape recorde
 from dualflow.eager import functional as func  # noqa: E402  (flow.func.jvp / vjp)
 from .eager_api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
 
+from .serialization import load, save  # noqa: E402
+from . import optim, utils  # noqa: E402
+from dualflow import nn, graph  # noqa: E402
+from dualflow.graph.module_call import module_call as _module_call  # noqa: E402
+
+nn.module._graph_call = _module_call  # a top-level Module call in GRAPH mode compiles
+
+
+def __getattr__(name: str):
+    if name == "export":  # imported on first use: it needs the `onnx` package
+        import dualflow.export as export
+        return export
+    raise AttributeError(f"module 'dualflow' has no attribute {name!r}")
+
+
 __version__ = "0.1.0"

@@ -1,5 +1,8 @@
 """`dualflow.nn`: Module, Parameter, layers, losses, `functional`, `init`, `utils`."""
+from . import functional, init, utils
 from .module import Module
-from .parameter import Parameter
 from .modules import *  # noqa: F401,F403
-from . import init
+from .parameter import Parameter
+
+# ---- graph front end (the lead adds it here) --------------------------------------------------------
+from .graph import Graph  # noqa: E402
