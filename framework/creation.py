@@ -5,7 +5,9 @@ import numpy as np
 
 from . import dtype as dt
 from .device import CPU, Device, to_device_array
+from .ops import dispatch
 from .ops import random as rops
+from .ops.opdef import TensorType
 from .tensor import Tensor
 
 
@@ -23,7 +25,13 @@ def _size(size) -> tuple:
 
 
 def _finish(array, device, requires_grad) -> Tensor:
-    t = Tensor._wrap(to_device_array(array, _device(device)))
+    array = to_device_array(array, _device(device))
+    interps = dispatch.state.interpreters
+    if interps and hasattr(interps[-1], "constant_array"):  # made while tracing: a graph constant
+        t = interps[-1].constant_array(array, TensorType(array.shape, dt.from_numpy_dtype(
+            array.dtype), _device(device)))
+        return t.requires_grad_(True) if requires_grad else t
+    t = Tensor._wrap(array)
     if requires_grad:
         t.requires_grad_(True)
     return t

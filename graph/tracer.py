@@ -136,7 +136,8 @@ class Tracer:
         return t
 
     def scope(self) -> str:
-        return ".".join(s for s in self.scopes if s)
+        """The innermost module's qualified name (module_names hold full paths)."""
+        return self.scopes[-1] if self.scopes else ""
 
     # ---- the interpreter protocol ---------------------------------------------------------
     def run(self, op, inputs, attrs):
@@ -157,7 +158,11 @@ class Tracer:
         arr = np.asarray(value, dtype=dtype.np)
         if device is not None and device.type != "cpu":
             arr = device.xp.asarray(arr)
-        return self.wrap(self.graph.add_const(arr, TensorType((), dtype, device)))
+        return self.constant_array(arr, TensorType((), dtype, device))
+
+    def constant_array(self, arr, vtype: TensorType) -> TracedTensor:
+        """A tensor made while tracing (`zeros`, `tensor(...)`): a constant of the graph."""
+        return self.wrap(self.graph.add_const(arr, vtype))
 
     def store(self, target, result) -> None:
         """After `target.op_(...)`: the target now names the result's value."""

@@ -237,6 +237,11 @@ class Graph:
             names.update({id(t): f"{attr}.{n}" for n, t in m.named_buffers()})
             module_names.update({id(s): f"{attr}.{n}" if n else attr
                                  for n, s in m.named_modules()})
+        for oi, (opt, _) in enumerate(self._optimizers):
+            for p, state in opt.state.items():
+                for key, t in state.items():
+                    if isinstance(t, Tensor):
+                        names[id(t)] = f"optimizer{oi}.{names.get(id(p), 'param')}.{key}"
         return names, module_names
 
     def _compile(self, args):
