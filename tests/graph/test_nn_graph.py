@@ -1,0 +1,209 @@
+"""nn.Graph's API: caching per signature, errors that point at user code, eval graphs sharing a
+model, gradient accumulation, schedulers, printing, state_dict."""
+import warnings
+
+import numpy as np
+import pytest
+
+import dualflow as flow
+from dualflow import nn
+from dualflow.graph import TraceError
+
+
+def _mlp():
+    flow.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+class Infer(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def build(self, x):
+        return self.model(x)
+
+
+class Train(nn.Graph):
+    def __init__(self, model, opt, sched=None):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt, lr_sch=sched)
+
+    def build(self, x, y):
+        loss = nn.functional.cross_entropy(self.model(x), y)
+        loss.backward()
+        return loss
+
+
+def test_first_call_compiles_later_calls_replay_and_new_shapes_retrace():
+    g = Infer(_mlp())
+    x = flow.randn(5, 4)
+    assert "(model): Sequential" in repr(g)  # the module tree before compiling
+    np.testing.assert_array_equal(g(x).numpy(), g.model(x).detach().numpy())
+    g(x)
+    assert g.cache_info()["traces"] == 1 and g.cache_info()["hits"] == 1
+    g(flow.randn(7, 4))
+    assert g.cache_info()["traces"] == 2
+    assert "matmul" in repr(g) and "def run" in g.code
+
+
+def test_retracing_warns():
+    g = Infer(_mlp())
+    with pytest.warns(UserWarning, match="traced 8 times"):
+        for n in range(1, 10):
+            g(flow.randn(n, 4))
+
+
+def test_python_if_on_a_traced_tensor_names_the_user_line():
+    class Bad(nn.Graph):
+        def build(self, x):
+            if x.sum() > 0:  # noqa: the line the error must name
+                return x
+            return -x
+    with pytest.raises(TraceError, match=r"read while tracing.*test_nn_graph.py:\d+.*dualflow.where"):
+        Bad()(flow.ones(2))
+
+
+def test_item_inside_build_is_an_error():
+    class Bad(nn.Graph):
+        def build(self, x):
+            return x * x.sum().item()
+    with pytest.raises(TraceError, match=r"\.item\(\)"):
+        Bad()(flow.ones(2))
+
+
+def test_build_must_return_tensors():
+    class Bad(nn.Graph):
+        def build(self, x):
+            return x, "label"
+    with pytest.raises(TypeError, match="only return tensors"):
+        Bad()(flow.ones(2))
+
+
+def test_wrong_number_of_inputs():
+    with pytest.raises(TypeError, match=r"build\(x\) takes 1 inputs but was called with 2"):
+        Infer(_mlp())(flow.ones(1, 4), flow.ones(1, 4))
+
+
+def test_train_and_eval_graphs_share_one_model():
+    model = _mlp()
+    opt = flow.optim.SGD(model.parameters(), lr=0.5)
+    train, infer = Train(model, opt), Infer(model)
+    x, y = flow.randn(6, 4), flow.tensor([0, 1, 2, 0, 1, 2])
+    before = infer(x).numpy()
+    for _ in range(3):
+        train(x, y)
+    after = infer(x).numpy()
+    assert not np.allclose(before, after)
+    with flow.no_grad():
+        np.testing.assert_allclose(after, model(x).numpy(), rtol=1e-6)
+
+
+def test_scheduler_changes_lr_inside_the_compiled_graph():
+    def run(graph_mode):
+        model = _mlp()
+        opt = flow.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        sched = flow.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+        x, y = flow.randn(6, 4), flow.tensor([0, 1, 2, 0, 1, 2])
+        if graph_mode:
+            step = Train(model, opt, sched)
+            return [step(x, y).item() for _ in range(6)]
+        out = []
+        for _ in range(6):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            sched.step()
+            out.append(loss.item())
+        return out
+    flow.manual_seed(1)
+    eager = run(False)
+    flow.manual_seed(1)
+    np.testing.assert_allclose(run(True), eager, rtol=1e-6)
+
+
+def test_gradient_accumulation_averages_micro_batches():
+    x, y = flow.randn(8, 4), flow.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    full_model, acc_model = _mlp(), _mlp()
+    full = Train(full_model, flow.optim.SGD(full_model.parameters(), lr=0.1))
+    acc = Train(acc_model, flow.optim.SGD(acc_model.parameters(), lr=0.1))
+    acc.config.set_gradient_accumulation_steps(2)
+    for _ in range(3):
+        lf, la = full(x, y), acc(x, y)
+        np.testing.assert_allclose(la.item(), lf.item(), rtol=1e-5)
+    for p, q in zip(full_model.parameters(), acc_model.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_backward_without_optimizer_accumulates_into_grad():
+    model = _mlp()
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            loss = self.model(x).sum()
+            loss.backward()
+            return loss
+    x = flow.randn(3, 4)
+    g = G()
+    g(x)
+    g(x)
+    first = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model(x).sum().backward()
+    for n, p in model.named_parameters():
+        np.testing.assert_allclose(first[n], 2 * p.grad.numpy(), rtol=1e-6)
+
+
+def test_state_dict_round_trip():
+    g = Infer(_mlp())
+    sd = g.state_dict()
+    assert "model.0.weight" in sd
+    other = Infer(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
+    other.load_state_dict(sd)
+    x = flow.randn(2, 4)
+    np.testing.assert_array_equal(other(x).numpy(), g(x).numpy())
+
+
+def test_global_graph_mode_switch():
+    model = _mlp()
+    x = flow.randn(3, 4)
+    eager = model(x).detach().numpy()
+    assert flow.get_mode() == flow.EAGER
+    with flow.mode(flow.GRAPH):
+        assert flow.get_mode() == flow.GRAPH
+        out = model(x)
+        assert type(out.grad_fn).__name__ == "Node" and "compiled" in out.grad_fn.name().lower()
+    np.testing.assert_allclose(out.detach().numpy(), eager, rtol=1e-6)
+    flow.set_mode(flow.GRAPH)
+    try:
+        with flow.no_grad():
+            assert model(x).grad_fn is None
+    finally:
+        flow.set_mode(flow.EAGER)
+    with pytest.raises(ValueError):
+        flow.set_mode("fast")
+
+
+def test_runtime_error_names_node_and_user_line():
+    class G(nn.Graph):
+        def build(self, x, idx):
+            return x[idx]
+    g = G()
+    g(flow.ones(3), flow.tensor([0, 1]))
+    from dualflow.graph import GraphRuntimeError
+    with pytest.raises(GraphRuntimeError, match=r"'index' failed .* at \(test_nn_graph.py:\d+\)"):
+        g(flow.ones(3), flow.tensor([0, 5]))
+
+
+def test_no_warning_for_a_stable_signature():
+    g = Infer(_mlp())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(20):
+            g(flow.randn(2, 4))
