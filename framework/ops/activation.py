@@ -87,7 +87,7 @@ gelu_op = defop("gelu", _gelu_kernel, rules.same_float, vjp=_gelu_vjp, saves=(0,
 silu_op = defop("silu", _silu_kernel, rules.same_float, vjp=_silu_vjp, saves=(0,),
                 elementwise=True)
 softplus_op = defop("softplus", _softplus_kernel, rules.same_float, vjp=_softplus_vjp,
-                    saves=(0,), elementwise=True, onnx="Softplus")
+                    saves=(0,), elementwise=True)  # ONNX Softplus has no beta/threshold
 hardtanh_op = defop(
     "hardtanh", clamp_op.kernel, rules.same,
     vjp=lambda g, out, x, min, max: (where(logical_and(gt(x, min), lt(x, max)), g, 0),),
