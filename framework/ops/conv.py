@@ -180,14 +180,17 @@ def _conv2d_weight_vjp(gw, out, x, g, kernel_size, stride, padding, dilation, gr
     return gx, gg
 
 
-conv2d_op = defop("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_vjp, onnx="Conv",
+_CROSS = {0: (1,), 1: (0,)}  # each input is read only by the other one's gradient
+
+conv2d_op = defop("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_vjp, saves=_CROSS, onnx="Conv",
                   doc="Cross-correlation of (N, C, H, W) with (Cout, C/groups, kh, kw).")
 conv_transpose2d_op = defop(
     "conv_transpose2d", _conv_transpose2d_kernel, _conv_transpose2d_infer,
-    _conv_transpose2d_vjp, onnx="ConvTranspose",
+    _conv_transpose2d_vjp, saves=_CROSS, onnx="ConvTranspose",
     doc="The adjoint of conv2d in its input: (N, C, H, W) with (C, Cout/groups, kh, kw).")
 conv2d_weight = defop(
     "conv2d_weight", _conv2d_weight_kernel, _conv2d_weight_infer, _conv2d_weight_vjp,
+    saves=_CROSS,
     doc="conv2d's weight gradient: the correlation of the input with the output gradient.")
 
 
@@ -245,9 +248,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     _check_floats("conv2d", input, weight, bias)
     x, unbatched = _batched(input, 4, "conv2d")
     stride, dilation = _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d")
-    pads = _padding(padding, tuple(weight.shape[2:]), stride, dilation, "conv2d")
-    out = _add_bias(conv2d_op(x, weight, stride=stride, padding=pads, dilation=dilation,
-                              groups=groups), bias)
+    attrs = dict(stride=stride, dilation=dilation, groups=groups,
+                 padding=_padding(padding, tuple(weight.shape[2:]), stride, dilation, "conv2d"))
+    _conv2d_infer(x, weight, **attrs)  # eager runs no rules: check here for clear errors
+    out = _add_bias(conv2d_op(x, weight, **attrs), bias)
     return reshape(out, out.shape[1:]) if unbatched else out
 
 
@@ -256,12 +260,13 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """2-d transposed convolution ("deconvolution"), as `torch.nn.functional.conv_transpose2d`."""
     _check_floats("conv_transpose2d", input, weight, bias)
     x, unbatched = _batched(input, 4, "conv_transpose2d")
-    ph, pw = _pair(padding, "padding", "conv_transpose2d")
-    out = conv_transpose2d_op(
-        x, weight, stride=_pair(stride, "stride", "conv_transpose2d"),
-        padding=((ph, ph), (pw, pw)), dilation=_pair(dilation, "dilation", "conv_transpose2d"),
-        groups=groups, output_padding=_pair(output_padding, "output_padding", "conv_transpose2d"))
-    out = _add_bias(out, bias)
+    op = "conv_transpose2d"
+    ph, pw = _pair(padding, "padding", op)
+    attrs = dict(stride=_pair(stride, "stride", op), padding=((ph, ph), (pw, pw)),
+                 dilation=_pair(dilation, "dilation", op), groups=groups,
+                 output_padding=_pair(output_padding, "output_padding", op))
+    _conv_transpose2d_infer(x, weight, **attrs)
+    out = _add_bias(conv_transpose2d_op(x, weight, **attrs), bias)
     return reshape(out, out.shape[1:]) if unbatched else out
 
 
