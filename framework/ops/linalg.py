@@ -55,8 +55,16 @@ def _matmul_vjp(g, out, a, b):
     return _grad_if(a, lambda: matmul_op(g, _mT(b))), _grad_if(b, lambda: matmul_op(_mT(a), g))
 
 
+def _matmul_kernel(xp, a, b, out=None):
+    """`dot` for 2-D operands: with OpenBLAS, `matmul` on a transposed (Fortran-ordered) operand,
+    which every Linear layer makes, measured up to ~7x slower than `dot` for small float32 shapes."""
+    if a.ndim == 2 and b.ndim == 2:
+        return xp.dot(a, b, out=out)
+    return xp.matmul(a, b, out=out)
+
+
 matmul_op = defop(
-    "matmul", lambda xp, a, b, out=None: xp.matmul(a, b, out=out),
+    "matmul", _matmul_kernel,
     lambda a, b: TensorType(matmul_shape(_same_dtype("matmul", a, b).shape, b.shape), a.dtype,
                             a.device),
     _matmul_vjp, out_arg=True, onnx="MatMul")
