@@ -6,25 +6,25 @@ cosine_similarity, prelu, bilinear, glu, softmin).
 """
 from __future__ import annotations
 
-from dualflow.ops.activation import (celu, elu, gelu, hardsigmoid, hardswish, hardtanh,  # noqa: F401
+from dualflow.ops.activation import (celu, elu, gelu, hardsigmoid, hardswish, hardtanh,
                                      leaky_relu, logsigmoid, mish, relu, relu6, selu, sigmoid,
                                      silu, softplus, softsign)
-from dualflow.ops.attention import scaled_dot_product_attention  # noqa: F401
+from dualflow.ops.attention import scaled_dot_product_attention
 from dualflow.ops.compare import clamp_min_fn, ge, where
-from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401
-from dualflow.ops.dropout import dropout, dropout1d, dropout2d, dropout3d  # noqa: F401
-from dualflow.ops.index import embedding, one_hot  # noqa: F401
-from dualflow.ops.linalg import einsum, linear  # noqa: F401
-from dualflow.ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
+from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
+from dualflow.ops.dropout import dropout, dropout1d, dropout2d, dropout3d
+from dualflow.ops.index import embedding, one_hot
+from dualflow.ops.linalg import einsum, linear
+from dualflow.ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits,
                                cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                                smooth_l1_loss)
-from dualflow.ops.normalization import (batch_norm, group_norm, layer_norm,  # noqa: F401
+from dualflow.ops.normalization import (batch_norm, group_norm, layer_norm,
                                         log_softmax, softmax)
-from dualflow.ops.pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,  # noqa: F401
+from dualflow.ops.pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,
                                avg_pool2d, max_pool1d, max_pool2d)
 from dualflow.ops.reduce import sum_fn, vector_norm
-from dualflow.ops.shape import chunk, pad, reshape  # noqa: F401
-from dualflow.ops.unary import tanh  # noqa: F401
+from dualflow.ops.shape import chunk, pad, reshape
+from dualflow.ops.unary import tanh
 
 
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
@@ -68,3 +68,20 @@ def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
     return softmax(-input, dim)
+
+
+__all__ = [
+    # activations
+    "celu", "elu", "gelu", "glu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu",
+    "logsigmoid", "mish", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "softplus",
+    "softsign", "tanh", "softmax", "softmin", "log_softmax",
+    # layers
+    "linear", "bilinear", "embedding", "one_hot", "pad", "conv1d", "conv2d", "conv_transpose1d",
+    "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm", "group_norm", "layer_norm",
+    "normalize", "cosine_similarity", "dropout", "dropout1d", "dropout2d", "dropout3d",
+    "scaled_dot_product_attention",
+    # losses
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy", "huber_loss",
+    "kl_div", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
+]

@@ -15,7 +15,7 @@ Attributes are normalised tuples: stride (sh, sw), padding ((top, bottom), (left
 """
 from __future__ import annotations
 
-from .opdef import TensorType, defop
+from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import reshape
 
@@ -35,7 +35,7 @@ def sliding_windows(xp, x, kernel, stride, padding, dilation, fill=0):
     sn, sc, sh, sw = x.strides
     shape = x.shape[:2] + grid + tuple(kernel)
     strides = (sn, sc, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1])
-    return xp.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(x, shape, strides)  # a read-only use: no writes
 
 
 def _columns(xp, x, kernel, stride, padding, dilation, groups):
@@ -190,7 +190,7 @@ conv_transpose2d_op = defop(
     doc="The adjoint of conv2d in its input: (N, C, H, W) with (C, Cout/groups, kh, kw).")
 conv2d_weight = defop(
     "conv2d_weight", _conv2d_weight_kernel, _conv2d_weight_infer, _conv2d_weight_vjp,
-    saves=_CROSS,
+    saves=_CROSS, onnx=not_exportable("a gradient op: training graphs only"),
     doc="conv2d's weight gradient: the correlation of the input with the output gradient.")
 
 

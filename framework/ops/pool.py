@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtype as dt
-from .conv import _batched, _pair, conv2d_op, sliding_windows
+from .conv import _batched, _pair, conv2d_op, sliding_windows, window_count
 from .index import gather
 from .linalg import matmul
-from .opdef import TensorType, defop
+from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import reshape
 
@@ -40,8 +40,7 @@ def _max_pool2d_infer(x, kernel_size, stride, padding, dilation):
 
 
 def _window_grid(size, kernel, stride, padding, dilation) -> tuple:
-    return tuple((n + p[0] + p[1] - d * (k - 1) - 1) // s + 1
-                 for n, k, s, p, d in zip(size, kernel, stride, padding, dilation))
+    return tuple(window_count(*args) for args in zip(size, kernel, stride, padding, dilation))
 
 
 def _scatter_kernel(xp, g, indices, shape):
@@ -53,8 +52,8 @@ def _scatter_kernel(xp, g, indices, shape):
 
 def _gather_planes(g, indices):
     """g (N, C, H, W) read at the flat plane positions `indices` (N, C, Ho, Wo)."""
-    n, c = indices.shape[:2]
-    picked = gather(reshape(g, (n, c, -1)), 2, reshape(indices, (n, c, -1)))
+    (n, c, h, w), (ho, wo) = g.shape, indices.shape[2:]
+    picked = gather(reshape(g, (n, c, h * w)), 2, reshape(indices, (n, c, ho * wo)))
     return reshape(picked, indices.shape)
 
 
@@ -62,7 +61,8 @@ max_pool2d_backward = defop(
     "max_pool2d_backward", _scatter_kernel,
     lambda g, indices, shape: TensorType(tuple(shape), g.dtype, g.device),
     vjp=lambda gg, out, g, indices, shape: (_gather_planes(gg, indices), None),
-    saves=(1,), doc="Adds each gradient into the input position its window's max came from.")
+    saves=(1,), onnx=not_exportable("a gradient op: training graphs only"),
+    doc="Adds each gradient into the input position its window's max came from.")
 max_pool2d_op = defop(
     "max_pool2d", _max_pool2d_kernel, _max_pool2d_infer,
     vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),

@@ -230,6 +230,25 @@ def _log_softmax_np(x):
     return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
 
 
+@pytest.mark.parametrize("primitive,composite", [
+    (lambda t: F.softmax(t, 1), lambda t: flow.exp(t - flow.logsumexp(t, 1, keepdim=True))),
+    (lambda t: F.log_softmax(t, 1), lambda t: t - flow.logsumexp(t, 1, keepdim=True)),
+], ids=["softmax", "log_softmax"])
+def test_softmax_primitives_match_their_composites(primitive, composite):
+    """Values, gradients and second derivatives of the fused kernels against plain ops."""
+    data, cotangent = rn(3, 5) * 20, rn(3, 5)
+
+    def derivatives(fn):
+        x = flow.tensor(data, requires_grad=True)
+        y = fn(x)
+        (g,) = flow.autograd.grad((y * flow.tensor(cotangent)).sum(), x, create_graph=True)
+        (g * g).sum().backward()
+        return y.detach().numpy(), g.detach().numpy(), x.grad.numpy()
+
+    for a, b in zip(derivatives(primitive), derivatives(composite)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_cross_entropy_ignore_index_and_weight_mean_over_kept_weights():
     x, t, w = rn(5, 4), np.array([0, 3, 2, 1, 3]), np.array([0.5, 1.0, 2.0, 1.5])
     keep = t != 2
@@ -376,3 +395,9 @@ def test_compiled_graph_matches_eager_with_the_same_seed():
         np.testing.assert_allclose(g, e.detach().numpy(), rtol=1e-12)
     for g, s in zip(got_stats, state.values()):
         np.testing.assert_allclose(g, s.numpy(), rtol=1e-12)
+
+
+def test_every_public_name_is_a_torch_functional_name():
+    torch = pytest.importorskip("torch")
+    assert [n for n in F.__all__ if not hasattr(torch.nn.functional, n)] == []
+    assert all(callable(getattr(F, n)) for n in F.__all__)
