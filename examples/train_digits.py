@@ -105,7 +105,7 @@ def predict(model: nn.Module, x: np.ndarray, run_mode: str) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=["eager", "graph", "global"], default="eager")
-    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--out", default=None, help="folder for checkpoints (default: a temp dir)")
     args = parser.parse_args()
     if args.mode == "global":
@@ -114,7 +114,7 @@ def main() -> None:
     train_set, test_set = load_data()
     out_dir = args.out or tempfile.mkdtemp(prefix="dualflow-digits-")
     os.makedirs(out_dir, exist_ok=True)
-    for name, factory, lr, bar in (("mlp", make_mlp, 0.05, 0.97), ("cnn", make_cnn, 0.05, 0.98)):
+    for name, factory, lr, bar in (("mlp", make_mlp, 0.2, 0.97), ("cnn", make_cnn, 0.1, 0.98)):
         flow.manual_seed(0)
         start = time.perf_counter()
         model = train(name, factory(), run_mode, args.epochs, train_set, lr)
