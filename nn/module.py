@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict, namedtuple
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from dualflow import dtype as _dt
 from dualflow.mode import GRAPH as _GRAPH
@@ -63,15 +63,14 @@ def _indent(text: str, spaces: int) -> str:
     return "\n".join([first] + [" " * spaces + line for line in rest])
 
 
-def _check_member_name(kind: str, name, module: "Module") -> None:
+def _check_member_name(kind: str, name, module: "Module", table: dict) -> None:
     if not isinstance(name, str):
         raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
     if name == "":
         raise KeyError(f'{kind} name can\'t be empty string ""')
     if "." in name:
         raise KeyError(f'{kind} name can\'t contain ".", got {name!r}')
-    registered = (module._parameters, module._buffers, module._modules)
-    if hasattr(module, name) and not any(name in table for table in registered):
+    if hasattr(module, name) and name not in table:
         raise KeyError(f"attribute '{name}' already exists")
 
 
@@ -135,7 +134,7 @@ class Module:
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
-        _check_member_name("parameter", name, self)
+        _check_member_name("parameter", name, self, self._parameters)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
                             f"'{name}' (dualflow.nn.Parameter or None required)")
@@ -149,7 +148,7 @@ class Module:
         buffers are left out of `state_dict`."""
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
-        _check_member_name("buffer", name, self)
+        _check_member_name("buffer", name, self, self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                             "(dualflow.Tensor or None required)")
@@ -164,7 +163,7 @@ class Module:
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         if "_modules" not in self.__dict__:
             raise AttributeError("cannot assign module before Module.__init__() call")
-        _check_member_name("module", name, self)
+        _check_member_name("module", name, self, self._modules)
         self._modules[name] = module
 
     register_module = add_module
@@ -342,6 +341,8 @@ class Module:
                         assign: bool = False) -> IncompatibleKeys:
         """Copy values into the existing tensors (in place, so they keep identity). Everything is
         checked first: an error (which lists every problem) leaves the model untouched."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         members = list(self._state_members())
         expected = {key for key, *_ in members}
         missing = [key for key, *_ in members if key not in state_dict]

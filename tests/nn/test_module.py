@@ -121,6 +121,8 @@ def test_registration_errors():
     m = Scale()
     with pytest.raises(KeyError, match="already exists"):
         m.register_buffer("forward", flow.zeros(1))
+    with pytest.raises(KeyError, match="attribute 'w' already exists"):
+        m.register_buffer("w", flow.zeros(1))          # a parameter's name
     with pytest.raises(KeyError, match=r'"\."'):
         m.register_parameter("a.b", None)
     with pytest.raises(TypeError, match="buffer"):

@@ -1,0 +1,326 @@
+"""Recurrent layers (RNN, LSTM, GRU) and their single-step cells.
+
+The classic dynamic graph: the input projection of every time step is one matmul, then a Python
+loop runs the recurrence step by step, and autograd records whatever ran. Parameter names, shapes,
+gate order (LSTM: i, f, g, o; GRU: r, z, n) and initialisation follow PyTorch, so state dicts
+move between the two unchanged.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import dualflow as flow
+from dualflow.creation import empty
+from dualflow.nn import functional as F
+
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+# ---- one time step: (input projection, state, recurrent weights) -> new state --------------------
+def _rnn_step(activation):
+    def step(x_proj, state, w_hh, b_hh, w_hr=None):
+        (h,) = state
+        return (activation(x_proj + F.linear(h, w_hh, b_hh)),)
+    return step
+
+
+def _lstm_step(x_proj, state, w_hh, b_hh, w_hr=None):
+    h, c = state
+    i, f, g, o = (x_proj + F.linear(h, w_hh, b_hh)).chunk(4, -1)
+    c = flow.sigmoid(f) * c + flow.sigmoid(i) * flow.tanh(g)
+    h = flow.sigmoid(o) * flow.tanh(c)
+    return (h if w_hr is None else F.linear(h, w_hr), c)
+
+
+def _gru_step(x_proj, state, w_hh, b_hh, w_hr=None):
+    (h,) = state
+    r_x, z_x, n_x = x_proj.chunk(3, -1)
+    r_h, z_h, n_h = F.linear(h, w_hh, b_hh).chunk(3, -1)
+    r = flow.sigmoid(r_x + r_h)
+    z = flow.sigmoid(z_x + z_h)
+    n = flow.tanh(n_x + r * n_h)
+    return ((1 - z) * n + z * h,)
+
+
+_STEPS = {"RNN_TANH": _rnn_step(flow.tanh), "RNN_RELU": _rnn_step(flow.relu),
+          "LSTM": _lstm_step, "GRU": _gru_step}
+
+
+def _run_direction(step, x, state, w_ih, w_hh, b_ih, b_hh, w_hr, reverse: bool):
+    """One layer, one direction over a (L, N, H_in) sequence: ((L, N, H_out), final state)."""
+    x_proj = F.linear(x, w_ih, b_ih)
+    outputs = [None] * x.shape[0]
+    for t in (reversed(range(x.shape[0])) if reverse else range(x.shape[0])):
+        state = step(x_proj[t], state, w_hh, b_hh, w_hr)
+        outputs[t] = state[0]
+    return flow.stack(outputs, 0), state
+
+
+def _check_sizes(mode: str, hidden_size: int, num_layers: int, dropout: float) -> None:
+    if mode not in _GATES:
+        raise ValueError(f"Unrecognized RNN mode: {mode}")
+    if not isinstance(hidden_size, numbers.Integral) or hidden_size <= 0:
+        raise ValueError(f"hidden_size must be a positive integer, got {hidden_size!r}")
+    if not isinstance(num_layers, numbers.Integral) or num_layers <= 0:
+        raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+    if not (isinstance(dropout, numbers.Number) and 0 <= dropout <= 1) or \
+            isinstance(dropout, bool):
+        raise ValueError("dropout should be a number in range [0, 1] representing the "
+                         f"probability of an element being zeroed, got {dropout!r}")
+    if dropout > 0 and num_layers == 1:
+        warnings.warn("dropout option adds dropout after all but last recurrent layer, so "
+                      f"non-zero dropout expects num_layers greater than 1, but got "
+                      f"dropout={dropout} and num_layers={num_layers}", stacklevel=3)
+
+
+class RNNBase(Module):
+    """The shared machinery of RNN, LSTM and GRU (multi-layer, optionally bidirectional)."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        _check_sizes(mode, hidden_size, num_layers, dropout)
+        if proj_size < 0 or (proj_size and (mode != "LSTM" or proj_size >= hidden_size)):
+            raise ValueError(f"proj_size ({proj_size}) must be 0, or (LSTM only) positive and "
+                             f"smaller than hidden_size ({hidden_size})")
+        self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, proj_size
+        directions = 2 if bidirectional else 1
+        out_size = proj_size or hidden_size
+        gate_size = _GATES[mode] * hidden_size
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else out_size * directions
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                shapes = [("weight_ih", (gate_size, layer_input)),
+                          ("weight_hh", (gate_size, out_size))]
+                if bias:
+                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                if proj_size:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
+                for name, shape in shapes:
+                    setattr(self, name + suffix, Parameter(empty(shape, device=device,
+                                                                 dtype=dtype)))
+                    self._flat_weights_names.append(name + suffix)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every weight and bias ~ U(-1/√hidden_size, 1/√hidden_size), as in PyTorch."""
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -bound, bound)
+
+    @property
+    def all_weights(self) -> list:
+        per_direction = len(self._flat_weights_names) // (self.num_layers * self._directions)
+        names = self._flat_weights_names
+        return [[getattr(self, n) for n in names[i:i + per_direction]]
+                for i in range(0, len(names), per_direction)]
+
+    @property
+    def _directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _weights(self, layer: int, direction: int) -> tuple:
+        suffix = f"_l{layer}" + ("_reverse" if direction else "")
+        get = lambda name: getattr(self, name + suffix, None)   # noqa: E731
+        return (get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"),
+                get("weight_hr"))
+
+    def _initial_state(self, hx, input, batch: int) -> list:
+        """The initial states as a list of (num_layers * directions, N, size) tensors."""
+        count = self.num_layers * self._directions
+        sizes = [self.proj_size or self.hidden_size] + (
+            [self.hidden_size] if self.mode == "LSTM" else [])
+        if hx is None:
+            return [flow.zeros(count, batch, s, dtype=input.dtype, device=input.device)
+                    for s in sizes]
+        states = list(hx) if self.mode == "LSTM" else [hx]
+        if len(states) != len(sizes):
+            raise TypeError(f"{type(self).__name__}: expected hx as "
+                            f"{'a tuple (h_0, c_0)' if self.mode == 'LSTM' else 'one tensor'}")
+        for which, (state, size) in zip(("h_0", "c_0"), zip(states, sizes)):
+            if tuple(state.shape) != (count, batch, size):
+                raise RuntimeError(f"{type(self).__name__}: expected {which} of size "
+                                   f"{(count, batch, size)}, got {tuple(state.shape)}")
+        return states
+
+    def forward(self, input, hx=None):
+        name = type(self).__name__
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
+                             "instead")
+        batched = input.ndim == 3
+        if not batched:
+            input = input.unsqueeze(1)
+            if hx is not None:
+                hx = tuple(h.unsqueeze(1) for h in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
+        elif self.batch_first:
+            input = input.transpose(0, 1)
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+        states = self._initial_state(hx, input, input.shape[1])
+        step = _STEPS[self.mode]
+        finals = []
+        layer_input = input
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(self._directions):
+                index = layer * self._directions + direction
+                out, final = _run_direction(step, layer_input, tuple(s[index] for s in states),
+                                            *self._weights(layer, direction),
+                                            reverse=bool(direction))
+                outputs.append(out)
+                finals.append(final)
+            layer_input = outputs[0] if len(outputs) == 1 else flow.cat(outputs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                layer_input = F.dropout(layer_input, self.dropout, True)
+        final_states = [flow.stack([f[i] for f in finals], 0) for i in range(len(states))]
+        output = layer_input
+        if not batched:
+            output = output.squeeze(1)
+            final_states = [s.squeeze(1) for s in final_states]
+        elif self.batch_first:
+            output = output.transpose(0, 1)
+        if self.mode == "LSTM":
+            return output, tuple(final_states)
+        return output, final_states[0]
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
+        for key, default in (("num_layers", 1), ("bias", True), ("batch_first", False),
+                             ("dropout", 0.0), ("bidirectional", False)):
+            if getattr(self, key) != default:
+                s += f", {key}={getattr(self, key)}"
+        return s
+
+
+def _rnn_mode(nonlinearity: str) -> str:
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+    return "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+
+
+class RNN(RNNBase):
+    """h_t = act(x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh), act = tanh or relu."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, device=None,
+                 dtype=None) -> None:
+        self.nonlinearity = nonlinearity
+        super().__init__(_rnn_mode(nonlinearity), input_size, hidden_size, num_layers, bias,
+                         batch_first, dropout, bidirectional, 0, device, dtype)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s if self.nonlinearity == "tanh" else s + f", nonlinearity={self.nonlinearity}"
+
+
+class LSTM(RNNBase):
+    """Long short-term memory; returns (output, (h_n, c_n)). `proj_size` projects h."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 proj_size: int = 0, device=None, dtype=None) -> None:
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit; returns (output, h_n)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None) -> None:
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, 0, device, dtype)
+
+
+class RNNCellBase(Module):
+    """One step of an RNN/LSTM/GRU on (N, input_size) or unbatched (input_size,) inputs."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        _check_sizes(mode, hidden_size, 1, 0.0)
+        self.mode, self.input_size, self.hidden_size, self.bias = (mode, input_size, hidden_size,
+                                                                   bias)
+        gate_size = _GATES[mode] * hidden_size
+        self.weight_ih = Parameter(empty(gate_size, input_size, device=device, dtype=dtype))
+        self.weight_hh = Parameter(empty(gate_size, hidden_size, device=device, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(empty(gate_size, device=device, dtype=dtype))
+            self.bias_hh = Parameter(empty(gate_size, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    reset_parameters = RNNBase.reset_parameters
+
+    def forward(self, input, hx=None):
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got "
+                             f"{input.ndim}D instead")
+        batched = input.ndim == 2
+        if not batched:
+            input = input.unsqueeze(0)
+        count = 2 if self.mode == "LSTM" else 1
+        if hx is None:
+            zeros = flow.zeros(input.shape[0], self.hidden_size, dtype=input.dtype,
+                               device=input.device)
+            state = (zeros,) * count
+        else:
+            state = tuple(hx) if count == 2 else (hx,)
+            if not batched:
+                state = tuple(s.unsqueeze(0) for s in state)
+        state = _STEPS[self.mode](F.linear(input, self.weight_ih, self.bias_ih), state,
+                                  self.weight_hh, self.bias_hh)
+        if not batched:
+            state = tuple(s.squeeze(0) for s in state)
+        return state if count == 2 else state[0]
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if not self.bias:
+            s += ", bias=False"
+        return s
+
+
+class RNNCell(RNNCellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None) -> None:
+        self.nonlinearity = nonlinearity
+        super().__init__(_rnn_mode(nonlinearity), input_size, hidden_size, bias, device, dtype)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s if self.nonlinearity == "tanh" else s + f", nonlinearity={self.nonlinearity}"
+
+
+class LSTMCell(RNNCellBase):
+    """Returns (h', c')."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
+
+
+class GRUCell(RNNCellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__("GRU", input_size, hidden_size, bias, device, dtype)
