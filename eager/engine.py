@@ -36,7 +36,7 @@ class InputMeta(TensorType):
 
 class Node:
     """One tape entry: a call of `op` whose outputs require grad."""
-    __slots__ = ("op", "attrs", "saved", "versions", "out_refs", "out_saved", "edges",
+    __slots__ = ("op", "attrs", "saved", "versions", "out_refs", "out_saved", "out_versions", "edges",
                  "edge_nrs", "in_shapes", "in_requires", "released", "stack", "seq", "__weakref__")
     _counter = 0
 
@@ -81,6 +81,7 @@ def record(op, inputs, attrs, out) -> None:
     outs = out if isinstance(out, tuple) else (out,)
     node.out_refs = [weakref.ref(o) for o in outs]
     node.out_saved = (out if op.saves_out else None)
+    node.out_versions = tuple(o._version[0] for o in outs) if op.saves_out else None
     for o in outs:
         if o.dtype.is_floating_point:
             o.requires_grad = True
@@ -97,6 +98,15 @@ def rebase_inplace(target: Tensor, result: Tensor) -> None:
 
 
 def _check_versions(node: Node) -> None:
+    if node.out_versions is not None:
+        outs = node.out_saved if isinstance(node.out_saved, tuple) else (node.out_saved,)
+        for o, v in zip(outs, node.out_versions):
+            if o._version[0] != v:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by "
+                    f"an in-place operation: the output of '{node.op.name}' (shape "
+                    f"{tuple(o.shape)}), saved for its gradient, is at version {o._version[0]}; "
+                    f"expected version {v}. Use clone() before modifying it in place.")
     for x, v in zip(node.saved, node.versions):
         if v is not None and x._version[0] != v:
             raise RuntimeError(
@@ -208,7 +218,12 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
         # the newest node first, like PyTorch's priority by sequence number
         queue.sort(key=lambda n: n.seq)
         node = queue.pop()
-        grads = buffers.pop(node)
+        grads = buffers.pop(node, None)
+        if grads is None:  # every gradient reaching this node was None
+            for e in node.edges:
+                if isinstance(e, Node):
+                    _release_dependency(e, deps, queue)
+            continue
         outs = [r() for r in node.out_refs]
         for i, o in enumerate(outs):
             if grads[i] is None:

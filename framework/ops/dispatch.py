@@ -126,17 +126,24 @@ def attrs_xp(attrs):
 EAGER = EagerInterpreter()
 
 
-def apply_inplace(op, target, others, attrs):
+def _reads_first_input(op) -> bool:
+    return op.saves is None or 0 in op.saves
+
+
+def apply_inplace(op, target, others, attrs, name: str | None = None):
     """`target.<op>_(*others)`: the result of `op(target, *others)` lands in target's storage.
 
     Without autograd the kernel writes straight into the target (`out=`). With autograd, the
     out-of-place result is copied in and the target's history is rebased onto the new node, as
-    PyTorch does; the shared version counter catches saved tensors that were overwritten.
+    PyTorch does; an op whose VJP reads its first input gets a copy of the target, so
+    overwriting the target cannot change what backward reads. `name` is the method the user
+    called (`copy_`), for error messages.
     """
+    name = name or f"{op.name}_"
     needs_grad = state.grad_enabled and op.vjp is not None and (
         target.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others))
     if needs_grad and target.requires_grad and target.grad_fn is None:
-        raise RuntimeError(f"{op.name}_: a leaf tensor that requires grad is being used in an "
+        raise RuntimeError(f"{name}: a leaf tensor that requires grad is being used in an "
                            "in-place operation; wrap it in `with dualflow.no_grad():` or clone it")
     interp = state.interpreters[-1] if state.interpreters else EAGER
     if not needs_grad and op.out_arg and interp is EAGER:
@@ -146,15 +153,22 @@ def apply_inplace(op, target, others, attrs):
             try:
                 op.kernel(xp_of(arrays[0]), *arrays, out=target._data, **attrs)
             except (ValueError, TypeError) as exc:
-                raise OpError(f"{op.name}_: cannot update a tensor of shape {tuple(target.shape)} "
+                raise OpError(f"{name}: cannot update a tensor of shape {tuple(target.shape)} "
                               f"in place with inputs ({describe(inputs)}): {exc}") from exc
             target._version[0] += 1
             return target
-    result = apply(op, (target, *others), attrs)
+    first = target
+    if needs_grad and interp is EAGER and _reads_first_input(op):
+        from .core import identity
+        first = identity(target)
+    result = apply(op, (first, *others), attrs)
     if result.shape != target.shape:
-        raise OpError(f"{op.name}_: the result shape {tuple(result.shape)} does not match the "
+        raise OpError(f"{name}: the result shape {tuple(result.shape)} does not match the "
                       f"in-place target's shape {tuple(target.shape)}")
     if result.dtype is not target.dtype:
+        if result.dtype.category > target.dtype.category:
+            raise TypeError(f"{name}: result type {result.dtype.name} can't be cast to the "
+                            f"in-place target's type {target.dtype.name}")
         result = cast(result, dtype=target.dtype)
     interp.store(target, result)
     if result.requires_grad:

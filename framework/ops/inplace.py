@@ -12,8 +12,7 @@ from .arith import _grad_if, add, div, divide_op, floor_divide, mul, neg, remain
 from .arith import pow_ as pow_op
 from .compare import bitwise_and, bitwise_or, bitwise_xor, check_bounds, clamp_max, clamp_min
 from .compare import clamp_op
-from .core import cast, identity
-from .dispatch import OpError, apply_inplace, state
+from .dispatch import apply_inplace
 from .opdef import TensorType, defop
 from .unary import abs_, exp, sqrt, tanh
 
@@ -107,54 +106,25 @@ def lerp(input, end, weight) -> Tensor:
 
 
 # ---- the in-place mechanism ---------------------------------------------------------------------
-def _reads_target(op) -> bool:
-    return op.saves is None or 0 in op.saves
-
-
-def run_inplace(op, target, args, attrs, name: str):
-    """`target.<name>(*args, **attrs)`: `op(target, *args)` written into target.
-
-    Under autograd, an op whose VJP reads its first input runs on a snapshot of the target, and
-    the result is then copied in: overwriting the target must not change what the VJP reads
-    (PyTorch keeps a copy of the original `self` likewise). Everything else is
-    `dispatch.apply_inplace`, whose fast path writes straight into the target.
-    """
-    if state.grad_enabled:
-        if target.requires_grad and target.grad_fn is None:
-            raise RuntimeError(f"{name}: a leaf tensor that requires grad is being used in an "
-                               "in-place operation; wrap it in `with dualflow.no_grad():` or "
-                               "clone it")
-        if _reads_target(op) and (target.requires_grad or any(
-                isinstance(a, Tensor) and a.requires_grad for a in args)):
-            result = op(identity(target), *args, **attrs)
-            if result.shape != target.shape:
-                raise OpError(f"{name}: the result shape {tuple(result.shape)} does not match "
-                              f"the in-place target's shape {tuple(target.shape)}")
-            if result.dtype is not target.dtype:
-                result = cast(result, dtype=target.dtype)
-            return apply_inplace(assign, target, (result,), {})
-    return apply_inplace(op, target, args, attrs)
-
-
 def inplace_form(op, name: str):
     """The method `x.<name>(*args, **attrs)` that writes `op(x, *args)` into x."""
     def method(self, *args, **attrs):
-        return run_inplace(op, self, args, attrs, name)
+        return apply_inplace(op, self, args, attrs, name)
     method.__name__ = name
     method.__doc__ = f"In-place form of `{op.name}`."
     return method
 
 
 def _add_(self, other, *, alpha=1):
-    return run_inplace(add, self, (scaled(other, alpha, self, "add_"),), {}, "add_")
+    return apply_inplace(add, self, (scaled(other, alpha, self, "add_"),), {}, "add_")
 
 
 def _sub_(self, other, *, alpha=1):
-    return run_inplace(sub, self, (scaled(other, alpha, self, "sub_"),), {}, "sub_")
+    return apply_inplace(sub, self, (scaled(other, alpha, self, "sub_"),), {}, "sub_")
 
 
 def _div_(self, other, *, rounding_mode=None):
-    return run_inplace(divide_op(rounding_mode), self, (other,), {}, "div_")
+    return apply_inplace(divide_op(rounding_mode), self, (other,), {}, "div_")
 
 
 def _fill_(self, value, name="fill_"):
@@ -162,31 +132,31 @@ def _fill_(self, value, name="fill_"):
         if value.ndim:
             raise ValueError(f"{name}: only a 0-d tensor can be the fill value, got shape "
                              f"{tuple(value.shape)}")
-        return run_inplace(assign, self, (value,), {}, name)
-    return run_inplace(fill, self, (), {"value": value}, name)
+        return apply_inplace(assign, self, (value,), {}, name)
+    return apply_inplace(fill, self, (), {"value": value}, name)
 
 
 def _clamp_(self, min=None, max=None):  # noqa: A002 - PyTorch's argument names
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         if min is not None:
-            run_inplace(clamp_min, self, (min,), {}, "clamp_")
-        return self if max is None else run_inplace(clamp_max, self, (max,), {}, "clamp_")
+            apply_inplace(clamp_min, self, (min,), {}, "clamp_")
+        return self if max is None else apply_inplace(clamp_max, self, (max,), {}, "clamp_")
     check_bounds(min, max, "clamp_")
-    return run_inplace(clamp_op, self, (), {"min": min, "max": max}, "clamp_")
+    return apply_inplace(clamp_op, self, (), {"min": min, "max": max}, "clamp_")
 
 
 def _addcmul_(self, tensor1, tensor2, *, value=1):
-    return run_inplace(addcmul_op, self, (tensor1, tensor2), {"value": value}, "addcmul_")
+    return apply_inplace(addcmul_op, self, (tensor1, tensor2), {"value": value}, "addcmul_")
 
 
 def _addcdiv_(self, tensor1, tensor2, *, value=1):
-    return run_inplace(addcdiv_op, self, (tensor1, tensor2), {"value": value}, "addcdiv_")
+    return apply_inplace(addcdiv_op, self, (tensor1, tensor2), {"value": value}, "addcdiv_")
 
 
 def _random_fill(self, op, name, **attrs):
     """Draw with the random op (so graph mode replays it), then copy into the tensor."""
     sample = op(shape=tuple(self.shape), dtype=self.dtype, device=self.device, **attrs)
-    return run_inplace(assign, self, (sample,), {}, name)
+    return apply_inplace(assign, self, (sample,), {}, name)
 
 
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):

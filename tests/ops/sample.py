@@ -31,7 +31,7 @@ class Sample:
 def rnd(*shape, seed: int = 0, low: float = -1.0, high: float = 1.0, dtype=np.float64):
     """Deterministic test data."""
     r = np.random.default_rng(seed + 7 * len(shape) + sum(shape))
-    return (r.uniform(low, high, size=shape)).astype(dtype)
+    return np.asarray(r.uniform(low, high, size=shape), dtype=dtype)  # 0-d stays an array
 
 
 def pos(*shape, seed: int = 0):

@@ -114,8 +114,6 @@ def test_modifying_a_saved_tensor_then_backward_raises_the_version_error():
         d.sum().backward()
 
 
-@pytest.mark.xfail(strict=True, reason="eager/engine.py does not record the version of a saved "
-                   "output (`saves_out`), so overwriting it goes unnoticed")
 def test_modifying_a_saved_output_then_backward_raises_the_version_error():
     x = _t(X, grad=True)
     y = flow.exp(x)    # exp's gradient reads its output
