@@ -11,6 +11,8 @@ import itertools
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator, Mapping
 
+import numpy as np
+
 from dualflow import dtype as _dt
 from dualflow.mode import GRAPH as _GRAPH
 from dualflow.mode import _mode as _current_mode
@@ -379,8 +381,9 @@ class Module:
     def train(self, mode: bool = True) -> "Module":
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for module in self.modules():
-            object.__setattr__(module, "training", mode)
+        self.training = mode
+        for module in self.children():   # each child's own `train` runs (it may be overridden)
+            module.train(mode)
         return self
 
     def eval(self) -> "Module":
@@ -465,7 +468,8 @@ class Module:
         return [f"({name}): {_indent(repr(module), 2)}" for name, module in self._modules.items()]
 
     def __repr__(self) -> str:
-        extra = self.extra_repr().split("\n") if self.extra_repr() else []
+        extra_text = self.extra_repr()
+        extra = extra_text.split("\n") if extra_text else []
         children = self._child_lines()
         if len(extra) == 1 and not children:
             return f"{self._get_name()}({extra[0]})"
@@ -477,9 +481,10 @@ class Module:
 def _as_tensor(value, key: str, errors: list) -> Tensor | None:
     if isinstance(value, Tensor):
         return value
-    if hasattr(value, "__array__") and hasattr(value, "shape"):
+    if hasattr(value, "__array__") and hasattr(value, "shape"):   # NumPy, CuPy, torch (CPU)
         from dualflow.creation import as_tensor
-        return as_tensor(value)
+        on_gpu = hasattr(value, "__cuda_array_interface__")
+        return as_tensor(value if on_gpu else np.asarray(value))
     errors.append(f'While copying the parameter named "{key}", expected a dualflow.Tensor or an '
                   f"array from the checkpoint but received {type(value).__name__}")
     return None

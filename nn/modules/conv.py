@@ -1,4 +1,4 @@
-"""Convolutions (Conv1d/2d/3d) and transposed convolutions (ConvTranspose1d/2d/3d)."""
+"""Convolutions (Conv1d/2d) and transposed convolutions (ConvTranspose1d/2d)."""
 from __future__ import annotations
 
 import math
@@ -124,10 +124,6 @@ class Conv2d(_Conv):
     _dims, _fn = 2, "conv2d"
 
 
-class Conv3d(_Conv):
-    _dims, _fn = 3, "conv3d"
-
-
 class _ConvTranspose(_ConvNd):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
@@ -175,7 +171,3 @@ class ConvTranspose1d(_ConvTranspose):
 
 class ConvTranspose2d(_ConvTranspose):
     _dims, _fn = 2, "conv_transpose2d"
-
-
-class ConvTranspose3d(_ConvTranspose):
-    _dims, _fn = 3, "conv_transpose3d"

@@ -34,8 +34,3 @@ class Dropout1d(_DropoutNd):
 class Dropout2d(_DropoutNd):
     """Zero whole channels of (N, C, H, W) inputs."""
     _fn = "dropout2d"
-
-
-class AlphaDropout(_DropoutNd):
-    """Dropout that keeps SELU's self-normalising mean and variance."""
-    _fn = "alpha_dropout"

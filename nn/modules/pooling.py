@@ -1,4 +1,4 @@
-"""Pooling layers: max, average and adaptive average/max over 1-D and 2-D windows."""
+"""Pooling layers: max, average and adaptive average over 1-D and 2-D windows."""
 from __future__ import annotations
 
 from dualflow.nn import functional as F
@@ -59,44 +59,32 @@ class _AvgPoolNd(Module):
 class AvgPool1d(_AvgPoolNd):
     _fn = "avg_pool1d"
 
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
 
 class AvgPool2d(_AvgPoolNd):
     _fn = "avg_pool2d"
 
 
-class _AdaptivePool(Module):
+class _AdaptiveAvgPool(Module):
     _fn = ""
 
-    def __init__(self, output_size, return_indices: bool = False) -> None:
+    def __init__(self, output_size) -> None:
         super().__init__()
-        self.output_size, self.return_indices = output_size, return_indices
+        self.output_size = output_size
 
     def forward(self, input):
-        if self.return_indices:
-            return getattr(F, self._fn)(input, self.output_size, return_indices=True)
         return getattr(F, self._fn)(input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptivePool):
+class AdaptiveAvgPool1d(_AdaptiveAvgPool):
     _fn = "adaptive_avg_pool1d"
 
-    def __init__(self, output_size) -> None:
-        super().__init__(output_size)
 
-
-class AdaptiveAvgPool2d(_AdaptivePool):
+class AdaptiveAvgPool2d(_AdaptiveAvgPool):
     _fn = "adaptive_avg_pool2d"
-
-    def __init__(self, output_size) -> None:
-        super().__init__(output_size)
-
-
-class AdaptiveMaxPool1d(_AdaptivePool):
-    _fn = "adaptive_max_pool1d"
-
-
-class AdaptiveMaxPool2d(_AdaptivePool):
-    _fn = "adaptive_max_pool2d"

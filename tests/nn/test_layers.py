@@ -151,7 +151,10 @@ LAYERS = {
     "max_pool2d": ("MaxPool2d", (2,), {}, [rnd(2, 3, 6, 6)]),
     "max_pool2d_padded": ("MaxPool2d", ((3, 2),), {"stride": 2, "padding": 1, "ceil_mode": True},
                           [rnd(1, 2, 7, 6)]),
+    "max_pool2d_indices": ("MaxPool2d", (3,), {"stride": 2, "return_indices": True},
+                           [rnd(1, 2, 7, 7)]),
     "avg_pool1d": ("AvgPool1d", (2,), {}, [rnd(2, 3, 8)]),
+    "avg_pool2d_divisor": ("AvgPool2d", (2,), {"divisor_override": 3}, [rnd(1, 2, 4, 4)]),
     "avg_pool2d": ("AvgPool2d", (3,), {"stride": 2, "padding": 1}, [rnd(2, 3, 7, 7)]),
     "avg_pool2d_exclude_pad": ("AvgPool2d", (3,), {"stride": 2, "padding": 1,
                                                    "count_include_pad": False},
@@ -255,6 +258,7 @@ def test_torch_parity(case, dtype):
     ("BatchNorm2d", (3,), {"momentum": 0.3, "eps": 1e-3}, (2, 3, 4, 4)),
     ("BatchNorm2d", (3,), {"affine": False}, (2, 3, 2, 2)),
     ("BatchNorm2d", (3,), {"track_running_stats": False}, (2, 3, 2, 2)),
+    ("BatchNorm3d", (2,), {}, (2, 2, 2, 3, 2)),
 ])
 def test_batch_norm_parity_train_then_eval(name, args, kwargs, shape, dtype):
     pytest.importorskip("torch")
@@ -264,6 +268,17 @@ def test_batch_norm_parity_train_then_eval(name, args, kwargs, shape, dtype):
     f_mod.eval()
     t_mod.eval()
     parity(f_mod, t_mod, [x * 0.5], dtype)
+
+
+def test_torch_state_dict_loads_directly():
+    torch = pytest.importorskip("torch")
+    t_mod = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3))
+    t_mod(torch.randn(2, 2, 5, 5))                       # running statistics move
+    f_mod = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3))
+    f_mod.load_state_dict(t_mod.state_dict())
+    for k, v in t_mod.state_dict().items():
+        np.testing.assert_array_equal(f_mod.state_dict()[k].numpy(), v.numpy())
+    assert f_mod[1].num_batches_tracked.item() == 1
 
 
 def test_default_initialisation_matches_torch_distributions():
@@ -309,6 +324,9 @@ def test_dropout_train_and_eval():
     assert np.array_equal(drop(x).numpy(), x.numpy())
     with pytest.raises(ValueError, match="between 0 and 1"):
         nn.Dropout(1.5)
+    channels = nn.Dropout2d(0.5)(flow.ones(4, 50, 3, 3)).numpy().reshape(4, 50, 9)
+    assert np.all(channels.min(-1) == channels.max(-1))      # whole channels kept or zeroed
+    assert 0.3 < (channels[..., 0] == 0).mean() < 0.7
 
 
 def test_batch_norm_running_statistics_against_numpy():

@@ -295,6 +295,13 @@ def test_train_eval_propagate():
     with pytest.raises(ValueError):
         net.train("no")
 
+    class FrozenNorm(Scale):                  # a child that overrides train() stays in eval
+        def train(self, mode=True):
+            return super().train(False)
+    net.head = FrozenNorm()
+    net.train()
+    assert net.training and not net.head.training
+
 
 def test_zero_grad_requires_grad_and_apply():
     m = Scale()
