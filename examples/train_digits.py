@@ -3,6 +3,7 @@
     python examples/train_digits.py                 # eager (define-by-run)
     python examples/train_digits.py --mode graph    # nn.Graph: forward+backward+SGD compiled
     python examples/train_digits.py --mode global   # flow.set_mode(flow.GRAPH): same loop, compiled
+    python examples/train_digits.py --mode both     # eager, then nn.Graph; the two must agree
 
 Each model is trained, evaluated on a held-out split, saved with `flow.save`, reloaded into a
 fresh model, and checked to give identical predictions.
@@ -69,7 +70,8 @@ class Predict(nn.Graph):
         return self.model(x).argmax(dim=1)
 
 
-def train(name: str, model: nn.Module, run_mode: str, epochs: int, train_set, lr: float):
+def train(name: str, model: nn.Module, run_mode: str, epochs: int, train_set, lr: float,
+          label: str = ""):
     loader = DataLoader(TensorDataset(*[flow.from_numpy(a) for a in train_set]), batch_size=64,
                         shuffle=True, drop_last=True, generator=flow.Generator().manual_seed(0))
     opt = flow.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
@@ -77,6 +79,7 @@ def train(name: str, model: nn.Module, run_mode: str, epochs: int, train_set, lr
     step = TrainStep(model, opt, sched) if run_mode == "graph" else None
     loss_fn = nn.CrossEntropyLoss()
     model.train()
+    label = label or run_mode
     for epoch in range(epochs):
         total, count = 0.0, 0
         for x, y in tqdm(loader, desc=f"{name} epoch {epoch + 1}/{epochs}", leave=False):
@@ -89,7 +92,7 @@ def train(name: str, model: nn.Module, run_mode: str, epochs: int, train_set, lr
                 opt.step()
                 sched.step()
             total, count = total + loss.item() * len(y), count + len(y)
-        print(f"{name} [{run_mode}] epoch {epoch + 1}: loss {total / count:.4f}")
+        print(f"{name} [{label}] epoch {epoch + 1}: loss {total / count:.4f}")
     return model
 
 
@@ -102,33 +105,46 @@ def predict(model: nn.Module, x: np.ndarray, run_mode: str) -> np.ndarray:
         return model(inputs).argmax(dim=1).numpy()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=["eager", "graph", "global"], default="eager")
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--out", default=None, help="folder for checkpoints (default: a temp dir)")
-    args = parser.parse_args()
-    if args.mode == "global":
-        flow.set_mode(flow.GRAPH)
-    run_mode = "graph" if args.mode == "graph" else "eager"
+def run(mode_name: str, epochs: int, out_dir: str) -> dict:
+    """Train, evaluate, checkpoint and reload both models in one mode; returns accuracies."""
+    run_mode = "graph" if mode_name == "graph" else "eager"
+    flow.set_mode(flow.GRAPH if mode_name == "global" else flow.EAGER)
     train_set, test_set = load_data()
-    out_dir = args.out or tempfile.mkdtemp(prefix="dualflow-digits-")
-    os.makedirs(out_dir, exist_ok=True)
+    results = {}
     for name, factory, lr, bar in (("mlp", make_mlp, 0.2, 0.97), ("cnn", make_cnn, 0.1, 0.98)):
         flow.manual_seed(0)
         start = time.perf_counter()
-        model = train(name, factory(), run_mode, args.epochs, train_set, lr)
+        model = train(name, factory(), run_mode, epochs, train_set, lr, label=mode_name)
         pred = predict(model, test_set[0], run_mode)
         acc = float((pred == test_set[1]).mean())
-        path = os.path.join(out_dir, f"{name}.safetensors")
+        path = os.path.join(out_dir, f"{name}-{mode_name}.safetensors")
         flow.save(model.state_dict(), path)
         fresh = factory()
         fresh.load_state_dict(flow.load(path))
         same = np.array_equal(predict(fresh, test_set[0], run_mode), pred)
-        print(f"{name} [{args.mode}]: test accuracy {acc:.4f} (bar {bar}), "
+        print(f"{name} [{mode_name}]: test accuracy {acc:.4f} (bar {bar}), "
               f"{time.perf_counter() - start:.1f}s, checkpoint {path}, reload identical: {same}")
         if acc < bar or not same:
             raise SystemExit(f"{name}: accuracy {acc:.4f} below {bar} or reload mismatch")
+        results[name] = acc
+    flow.set_mode(flow.EAGER)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=["eager", "graph", "global", "both"], default="eager")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--out", default=None, help="folder for checkpoints (default: a temp dir)")
+    args = parser.parse_args()
+    out_dir = args.out or tempfile.mkdtemp(prefix="dualflow-digits-")
+    os.makedirs(out_dir, exist_ok=True)
+    modes = ["eager", "graph"] if args.mode == "both" else [args.mode]
+    results = {m: run(m, args.epochs, out_dir) for m in modes}
+    if args.mode == "both":
+        if results["eager"] != results["graph"]:
+            raise SystemExit(f"eager and graph modes disagree: {results}")
+        print(f"eager and graph modes agree: {results['eager']}")
 
 
 if __name__ == "__main__":
