@@ -103,6 +103,8 @@ class Module:
 
     def _call_impl(self, *args, **kwargs):
         """Forward pre-hooks, `forward`, forward hooks (the eager call)."""
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
         for hook, with_kwargs in list(self._forward_pre_hooks.values()):
             if with_kwargs:
                 result = hook(self, args, kwargs)

@@ -1,7 +1,9 @@
-"""Normalisation layers: BatchNorm (with running statistics), LayerNorm, GroupNorm."""
+"""Normalisation layers: BatchNorm (with running statistics), LayerNorm, RMSNorm, GroupNorm."""
 from __future__ import annotations
 
 import numbers
+
+import numpy as np
 
 import dualflow as flow
 from dualflow.creation import empty, ones, zeros
@@ -120,6 +122,42 @@ class LayerNorm(Module):
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x²) + eps) over the trailing `normalized_shape` dims, times a learned scale;
+    `eps=None` means the input dtype's machine epsilon (as in PyTorch)."""
+
+    def __init__(self, normalized_shape, eps: float | None = None,
+                 elementwise_affine: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        n = len(self.normalized_shape)
+        if tuple(input.shape[input.ndim - n:]) != self.normalized_shape:
+            raise RuntimeError(f"RMSNorm: expected input with trailing shape "
+                               f"{self.normalized_shape}, got {tuple(input.shape)}")
+        eps = self.eps if self.eps is not None else float(np.finfo(input.dtype.np).eps)
+        dims = tuple(range(input.ndim - n, input.ndim))
+        out = input * flow.rsqrt((input * input).mean(dims, keepdim=True) + eps)
+        return out if self.weight is None else out * self.weight
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "

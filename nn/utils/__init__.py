@@ -1,4 +1,5 @@
-"""`nn.utils`: gradient clipping and flattening parameters into one vector."""
+"""`nn.utils`: gradient clipping, flattening parameters into one vector, padding sequences."""
+from . import rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 

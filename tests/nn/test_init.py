@@ -154,3 +154,13 @@ def test_clip_grad_norm_matches_torch():
         assert total.item() == pytest.approx(t_total.item(), rel=1e-12)
         for p, t in zip(params, t_params):
             np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-12)
+
+
+def test_pad_sequence_against_torch():
+    torch = pytest.importorskip("torch")
+    arrays = [np.arange(k * 2, dtype=np.float64).reshape(k, 2) for k in (3, 1, 4)]
+    for kwargs in ({}, {"batch_first": True, "padding_value": -1.0},
+                   {"batch_first": True, "padding_side": "left"}):
+        ours = nn.utils.rnn.pad_sequence([flow.tensor(a) for a in arrays], **kwargs)
+        ref = torch.nn.utils.rnn.pad_sequence([torch.from_numpy(a) for a in arrays], **kwargs)
+        np.testing.assert_array_equal(ours.numpy(), ref.numpy())
