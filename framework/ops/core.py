@@ -38,22 +38,40 @@ def _broadcast_infer(x, shape):
     return TensorType(shape, x.dtype, x.device)
 
 
+# ---- ONNX lowerings (see export/context.py for `ctx`) ----------------------------------------
+def _lower_sum_to(ctx, node):
+    src, dst = ctx.shape(node.inputs[0]), ctx.attr(node, "shape")
+    lead = len(src) - len(dst)
+    axes = list(range(lead)) + [lead + i for i, n in enumerate(dst)
+                                if n == 1 and src[lead + i] != 1]
+    x = ctx.input(node, 0)
+    return ctx.squeeze(ctx.reduce("ReduceSum", x, axes, True), range(lead)) if axes else x
+
+
+def _lower_broadcast_to(ctx, node):
+    return ctx.emit("Expand", [ctx.input(node, 0), ctx.ints(ctx.attr(node, "shape"))])
+
+
+def _lower_cast(ctx, node):
+    return ctx.cast(ctx.input(node, 0), node.attrs["dtype"])
+
+
 sum_to = defop(
     "sum_to", _sum_to_kernel, _sum_to_infer,
     vjp=lambda g, out, x, shape: (broadcast_to(g, shape=tuple(x.shape)),),
-    saves=(),
+    saves=(), onnx=_lower_sum_to,
     doc="Sum a broadcast array back down to `shape` (the reverse of broadcast_to).")
 broadcast_to = defop(
     "broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)), _broadcast_infer,
     vjp=lambda g, out, x, shape: (sum_to(g, shape=tuple(x.shape)),),
-    saves=(), view=True, onnx="Expand")
+    saves=(), view=True, onnx=_lower_broadcast_to)
 
 
 cast = defop(
     "cast", lambda xp, x, dtype: x.astype(dtype.np, copy=False),
     lambda x, dtype: TensorType(x.shape, dtype, x.device),
     vjp=lambda g, out, x, dtype: (cast(g, dtype=x.dtype) if x.dtype.is_floating_point else None,),
-    saves=(), elementwise=True, onnx="Cast")
+    saves=(), elementwise=True, onnx=_lower_cast)
 
 to_device = defop(
     "to_device", lambda xp, x, device: to_device_array(x, device),
