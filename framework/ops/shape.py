@@ -71,12 +71,62 @@ def _at(dim: int, index) -> tuple:
     return (slice(None),) * dim + (index,)
 
 
+# ---- ONNX lowerings (see export/context.py for `ctx`) --------------------------------------------
+_INT64_MAX, _INT64_MIN = 2 ** 63 - 1, -2 ** 63
+
+
+def _lower_reshape(ctx, node):
+    return ctx.reshape(ctx.input(node, 0), ctx.attr(node, "shape"), ctx.shape(node.inputs[0]))
+
+
+def _lower_narrow(ctx, node):
+    dim, start = node.attrs["dim"], ctx.attr(node, "start")
+    end = start + ctx.attr(node, "length")
+    size = ctx.shape(node.inputs[0])[dim]
+    return ctx.slice(ctx.input(node, 0), [start], [_INT64_MAX if end == size else end], [dim])
+
+
+def _lower_pad(ctx, node):
+    x = node.inputs[0]
+    widths = _pad_widths(ctx.attr(node, "pad"), len(x.type.shape))
+    pads = ctx.ints([b for b, _ in widths] + [a for _, a in widths])
+    value = ctx.scalar(node.attrs.get("value", 0.0), x.type.dtype)
+    return ctx.emit("Pad", [ctx.input(node, 0), pads, value])
+
+
+def _lower_repeat(ctx, node):
+    repeats = ctx.attr(node, "repeats")
+    x = ctx.unsqueeze(ctx.input(node, 0), range(len(repeats) - len(node.inputs[0].type.shape)))
+    return ctx.emit("Tile", [x, ctx.ints(repeats)])
+
+
+def _lower_flip(ctx, node):
+    dims = node.attrs["dims"]
+    if not dims:
+        return ctx.input(node, 0)
+    return ctx.slice(ctx.input(node, 0), [-1] * len(dims), [_INT64_MIN] * len(dims), dims,
+                     [-1] * len(dims))
+
+
+def _lower_roll(ctx, node):
+    x, shape = ctx.input(node, 0), ctx.shape(node.inputs[0])
+    for shift, dim in zip(node.attrs["shifts"], node.attrs["dims"]):
+        n = shape[dim]
+        if not isinstance(n, int):
+            ctx.fail(f"roll along dim {dim}, whose size follows a dynamic axis, is not supported")
+        if n and shift % n:
+            cut = n - shift % n
+            x = ctx.emit("Concat", [ctx.slice(x, [cut], [n], [dim]),
+                                    ctx.slice(x, [0], [cut], [dim])], axis=dim)
+    return x
+
+
 # ---- primitives ----------------------------------------------------------------------------------
 reshape_op = defop(
     "reshape", lambda xp, x, shape: x.reshape(shape),
     lambda x, shape: _like(x, _resolve_shape(shape, math.prod(x.shape), x.shape)),
     vjp=lambda g, out, x, shape: (reshape_op(g, shape=tuple(x.shape)),),
-    saves=(), view=True, onnx="Reshape")
+    saves=(), view=True, onnx=_lower_reshape)
 
 
 def inverse_permutation(perm) -> tuple:
@@ -90,7 +140,8 @@ permute_op = defop(
     "permute", lambda xp, x, dims: x.transpose(dims),
     lambda x, dims: _like(x, (x.shape[d] for d in dims)),
     vjp=lambda g, out, x, dims: (permute_op(g, dims=inverse_permutation(dims)),),
-    saves=(), view=True, onnx="Transpose")
+    saves=(), view=True,
+    onnx=lambda ctx, node: ctx.emit("Transpose", [ctx.input(node, 0)], perm=node.attrs["dims"]))
 
 
 def _narrow_infer(x, dim, start, length):
@@ -111,7 +162,7 @@ narrow_op = defop(
     _narrow_infer,
     vjp=lambda g, out, x, dim, start, length: (pad_op(g, pad=pad_spec(
         len(x.shape), dim % len(x.shape), start, x.shape[dim] - start - length), value=0.0),),
-    saves=(), view=True, onnx="Slice",
+    saves=(), view=True, onnx=_lower_narrow,
     doc="`length` entries of `dim` from `start`: a view; split, chunk and unbind are made of it.")
 
 
@@ -143,7 +194,7 @@ def _pad_vjp(g, out, x, pad, value=0.0):
 
 pad_op = defop(
     "pad", _pad_kernel, lambda x, pad, value=0.0: _like(x, _padded_shape(x.shape, pad)),
-    vjp=_pad_vjp, saves=(), onnx="Pad",
+    vjp=_pad_vjp, saves=(), onnx=_lower_pad,
     doc="Constant padding with non-negative widths in PyTorch's order (last dim first).")
 
 
@@ -171,7 +222,8 @@ def _cat_vjp(g, out, *xs, dim):
 cat_op = defop(
     "cat", lambda xp, *xs, dim: xp.concatenate(xs, axis=dim),
     lambda *xs, dim: _like(xs[0], _cat_shape([x.shape for x in xs], dim)),
-    vjp=_cat_vjp, saves=(), promote=True, onnx="Concat")
+    vjp=_cat_vjp, saves=(), promote=True,
+    onnx=lambda ctx, node: ctx.emit("Concat", ctx.inputs(node), axis=node.attrs["dim"]))
 
 
 def _repeat_vjp(g, out, x, repeats):
@@ -187,16 +239,16 @@ repeat_op = defop(
     "repeat", lambda xp, x, repeats: xp.tile(x, repeats),
     lambda x, repeats: _like(x, (r * s for r, s in zip(
         repeats, (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)))),
-    vjp=_repeat_vjp, saves=(), onnx="Tile")
+    vjp=_repeat_vjp, saves=(), onnx=_lower_repeat)
 
 flip_op = defop(
     "flip", lambda xp, x, dims: xp.flip(x, axis=dims).copy(), lambda x, dims: x,
-    vjp=lambda g, out, x, dims: (flip_op(g, dims=dims),), saves=(),
+    vjp=lambda g, out, x, dims: (flip_op(g, dims=dims),), saves=(), onnx=_lower_flip,
     doc="A reversed copy (not a view), as in PyTorch.")
 roll_op = defop(
     "roll", lambda xp, x, shifts, dims: xp.roll(x, shifts, axis=dims), lambda x, shifts, dims: x,
     vjp=lambda g, out, x, shifts, dims: (roll_op(g, shifts=tuple(-s for s in shifts), dims=dims),),
-    saves=())
+    saves=(), onnx=_lower_roll)
 
 
 # ---- public functions ----------------------------------------------------------------------------
