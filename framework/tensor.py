@@ -225,6 +225,15 @@ class Tensor:
         from .printing import tensor_repr
         return tensor_repr(self)
 
+    def __deepcopy__(self, memo):
+        """A copy on the same device (pickling would go through NumPy and land on the CPU)."""
+        if not self.is_leaf:
+            raise RuntimeError("only leaf tensors (created by the user) support deepcopy")
+        t = type(self)._wrap(self._data.copy())
+        t.requires_grad = self.requires_grad
+        memo[id(self)] = t
+        return t
+
     def __reduce_ex__(self, protocol):
         return (_rebuild, (self.detach().numpy(), self.requires_grad))
 
