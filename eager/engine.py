@@ -36,7 +36,8 @@ class InputMeta(TensorType):
 
 class Node:
     """One tape entry: a call of `op` whose outputs require grad."""
-    __slots__ = ("op", "attrs", "saved", "versions", "out_refs", "out_saved", "out_versions", "edges",
+    __slots__ = ("op", "attrs", "saved", "versions", "out_refs", "out_saved", "out_versions",
+                 "out_types", "edges",
                  "edge_nrs", "in_shapes", "in_requires", "released", "stack", "seq", "__weakref__")
     _counter = 0
 
@@ -80,6 +81,8 @@ def record(op, inputs, attrs, out) -> None:
     node.stack = anomaly.capture_stack() if anomaly.state.enabled else None
     outs = out if isinstance(out, tuple) else (out,)
     node.out_refs = [weakref.ref(o) for o in outs]
+    node.out_types = [TensorType(o.shape, o.dtype, o.device) for o in outs] if len(outs) > 1 \
+        else None  # to zero-fill the gradient of an output that was dropped
     node.out_saved = (out if op.saves_out else None)
     node.out_versions = tuple(o._version[0] for o in outs) if op.saves_out else None
     for o in outs:
@@ -234,8 +237,8 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             if capture is not None and o is not None and id(o) in capture:
                 capture[id(o)] = grads[i]
         for i, o in enumerate(outs):
-            if grads[i] is None and len(grads) > 1 and _differentiable(node, i):
-                grads[i] = _zeros_for(node, i, outs[i])
+            if grads[i] is None and len(grads) > 1 and node.out_types[i].dtype.is_floating_point:
+                grads[i] = _zeros_for(node.out_types[i])
         in_grads = _call_vjp(node, grads)
         anomaly.check(node, in_grads)
         if not retain_graph:
@@ -263,16 +266,9 @@ def _release_dependency(edge: Node, deps: dict, queue: list) -> None:
         queue.append(edge)
 
 
-def _differentiable(node: Node, i: int) -> bool:
-    o = node.out_refs[i]()
-    return o is None or o.dtype.is_floating_point
-
-
-def _zeros_for(node: Node, i: int, out):
+def _zeros_for(t: TensorType):
     from dualflow.creation import zeros
-    if out is None:
-        raise RuntimeError(f"'{node.op.name}': output {i} was freed before backward")
-    return zeros(out.shape, dtype=out.dtype, device=out.device)
+    return zeros(t.shape, dtype=t.dtype, device=t.device)
 
 
 def _seed(t: Tensor, g, what: str) -> Tensor:
@@ -323,7 +319,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
          allow_unused: bool = False, materialize_grads: bool = False) -> tuple:
     """d(outputs)/d(inputs), returned rather than accumulated into `.grad`."""
-    single = isinstance(inputs, Tensor)
     outputs, inputs = _as_list(outputs), _as_list(inputs)
     gos = _as_list(grad_outputs) if grad_outputs is not None else [None] * len(outputs)
     for x in inputs:

@@ -105,8 +105,13 @@ class EagerInterpreter:
                 out._version = inputs[0]._version
                 out._base = inputs[0]
             return out
-        return tuple(Tensor._wrap(r if type(r) is np.ndarray else xp.asarray(r), i)
+        outs = tuple(Tensor._wrap(r if type(r) is np.ndarray else xp.asarray(r), i)
                      for i, r in enumerate(res))
+        if op.view:
+            for out in outs:
+                out._version = inputs[0]._version
+                out._base = inputs[0]
+        return outs
 
     def constant(self, value, dtype, device):
         xp = np if device is None else device.xp

@@ -15,6 +15,10 @@ def _narrow_ref(x, dim, start, length):
 
 
 SAMPLES = {
+    "split": [Sample((rnd(5, 3),), {"dim": 0, "sizes": (2, 3)},
+                     lambda x, dim, sizes: (x[:2], x[2:])),
+              Sample((rnd(2, 6),), {"dim": 1, "sizes": (1, 1, 4)},
+                     lambda x, dim, sizes: (x[:, :1], x[:, 1:2], x[:, 2:]), label="three")],
     "reshape": [Sample((rnd(2, 6),), {"shape": (3, 4)}, lambda x, shape: x.reshape(shape)),
                 Sample((rnd(2, 6),), {"shape": (12,)}, lambda x, shape: x.reshape(shape),
                        label="flat"),
