@@ -98,11 +98,141 @@ def _reverse_cumsum(v, dim: int):
     return flip_op(cumsum_op(flip_op(v, dims=(dim,)), dim=dim), dims=(dim,))
 
 
+# ---- ONNX lowerings (see export/context.py for `ctx`) --------------------------------------------
+def _reduced(ctx, node, name):
+    """(input, axes or None for all, keepdim); a 0-d input is reduced as a 1-element vector."""
+    dim, keep = node.attrs.get("dim"), node.attrs.get("keepdim", False)
+    if not node.inputs[0].type.shape:
+        return ctx.reshape(name, [1]), None, False
+    return name, None if dim is None else ((dim,) if isinstance(dim, int) else dim), keep
+
+
+def _lower_reduction(op_type: str, widen: bool = False):
+    """sum/mean/prod/amax/amin: one Reduce* node; integer sums and products widen to int64."""
+    def lower(ctx, node):
+        wide = widen and not node.inputs[0].type.dtype.is_floating_point
+        name = ctx.input_as(node, 0, dt.int64) if wide else ctx.input(node, 0)
+        return ctx.reduce(op_type, *_reduced(ctx, node, name))
+    return lower
+
+
+def _lower_mean(ctx, node):
+    """ReduceMean; a mean over no elements is nan (0 / 0), where onnxruntime would give 0."""
+    shape, dim = ctx.shape(node.inputs[0]), node.attrs.get("dim")
+    counted = [shape[d] for d in rules.norm_dims(dim, len(shape))] if shape else []
+    if 0 not in counted:
+        return ctx.reduce("ReduceMean", *_reduced(ctx, node, ctx.input(node, 0)))
+    total = ctx.reduce("ReduceSum", *_reduced(ctx, node, ctx.input(node, 0)))
+    return ctx.emit("Div", [total, ctx.scalar(0, node.inputs[0].type.dtype)])
+
+
+def _searchable(ctx, node):
+    """ArgMax/ArgMin take floating inputs here (onnxruntime lacks most integer kernels)."""
+    float_in = node.inputs[0].type.dtype.is_floating_point
+    return ctx.input(node, 0) if float_in else ctx.input_as(node, 0, dt.float64)
+
+
+def _lower_arg(op_type: str):
+    def lower(ctx, node):
+        dim, keep, ndim = node.attrs.get("dim"), node.attrs.get("keepdim", False), \
+            len(node.inputs[0].type.shape)
+        x = _searchable(ctx, node)
+        if dim is not None and ndim:
+            return ctx.emit(op_type, [x], axis=dim, keepdims=int(keep))
+        out = ctx.emit(op_type, [ctx.reshape(x, [-1])], axis=0, keepdims=0)
+        return ctx.reshape(out, [1] * ndim) if keep and ndim else out
+    return lower
+
+
+def _lower_select(reduce_type: str, arg_type: str):
+    """max/min along a dim: the values, and (when used) the first index of each."""
+    def lower(ctx, node):
+        x, dim, keep = ctx.input(node, 0), node.attrs["dim"], node.attrs.get("keepdim", False)
+        if not node.inputs[0].type.shape:
+            return x, ctx.scalar(0, dt.int64)
+        index = ctx.emit(arg_type, [_searchable(ctx, node)], axis=dim, keepdims=int(keep)) \
+            if ctx.used(node, 1) else None
+        return ctx.reduce(reduce_type, x, [dim], keep), index
+    return lower
+
+
+def _lower_moment(root: bool):
+    """var/std: the summed squared deviations over max(0, N - correction)."""
+    def lower(ctx, node):
+        x, dtype = node.inputs[0], node.inputs[0].type.dtype
+        name, axes, keep = _reduced(ctx, node, ctx.input(node, 0))
+        shape = ctx.shape(x)
+        counted = [shape[d] for d in (range(len(shape)) if axes is None else axes)]
+        dev = ctx.emit("Sub", [name, ctx.reduce("ReduceMean", name, axes, True)])
+        spread = ctx.reduce("ReduceSum", ctx.emit("Mul", [dev, dev]), axes, keep)
+        correction = node.attrs.get("correction", 1)
+        if all(isinstance(n, int) for n in counted):
+            dof = ctx.scalar(max(0, math.prod(counted) - correction), dtype)
+        else:
+            dof = ctx.emit("Max", [ctx.emit("Sub", [ctx.numel(counted, dtype),
+                                                     ctx.scalar(correction, dtype)]),
+                                   ctx.scalar(0, dtype)])
+        out = ctx.emit("Div", [spread, dof])
+        return ctx.emit("Sqrt", [out]) if root else out
+    return lower
+
+
+def _lower_logsumexp(ctx, node):
+    """log(sum(exp(x - top))) + top, with top the finite max (as the kernel computes it)."""
+    x, axes, keep = _reduced(ctx, node, ctx.input(node, 0))
+    top = ctx.reduce("ReduceMax", x, axes, True)
+    bad = ctx.emit("Or", [ctx.emit("IsNaN", [top]), ctx.emit("IsInf", [top])])
+    top = ctx.emit("Where", [bad, ctx.scalar(0, node.inputs[0].type.dtype), top])
+    total = ctx.reduce("ReduceSum", ctx.emit("Exp", [ctx.emit("Sub", [x, top])]), axes, True)
+    out = ctx.emit("Add", [ctx.emit("Log", [total]), top])
+    if keep:
+        return out
+    return ctx.squeeze(out, range(len(ctx.shape(node.inputs[0])) or 1) if axes is None else axes)
+
+
+def _lower_logical(is_all: bool):
+    """all/any: count the False (all) or True (any) entries."""
+    def lower(ctx, node):
+        b = ctx.input_as(node, 0, dt.bool_)
+        count = ctx.cast(ctx.emit("Not", [b]) if is_all else b, dt.int64)
+        count = ctx.reduce("ReduceSum", *_reduced(ctx, node, count))
+        out = ctx.emit("Equal" if is_all else "Greater", [count, ctx.scalar(0, dt.int64)])
+        return ctx.cast(out, dt.uint8) if node.outputs[0].type.dtype is dt.uint8 else out
+    return lower
+
+
+def _lower_cumsum(ctx, node):
+    x = node.inputs[0]
+    name = ctx.input(node, 0) if x.type.dtype.is_floating_point else \
+        ctx.input_as(node, 0, dt.int64)
+    if not x.type.shape:
+        return name
+    return ctx.emit("CumSum", [name, ctx.scalar(node.attrs["dim"], dt.int64)])
+
+
+def _lower_vector_norm(ctx, node):
+    p, dtype = node.attrs.get("ord", 2.0), node.inputs[0].type.dtype
+    x, axes, keep = _reduced(ctx, node, ctx.input(node, 0))
+    size = ctx.emit("Abs", [x])
+    if p == 2:
+        return ctx.emit("Sqrt", [ctx.reduce("ReduceSum", ctx.emit("Mul", [x, x]), axes, keep)])
+    if math.isinf(p):
+        return ctx.reduce("ReduceMax" if p > 0 else "ReduceMin", size, axes, keep)
+    if p == 0:
+        nonzero = ctx.emit("Not", [ctx.emit("Equal", [size, ctx.scalar(0, dtype)])])
+        return ctx.reduce("ReduceSum", ctx.cast(nonzero, dtype), axes, keep)
+    if p == 1:
+        return ctx.reduce("ReduceSum", size, axes, keep)
+    powered = ctx.emit("Pow", [size, ctx.scalar(p, dtype)])
+    return ctx.emit("Pow", [ctx.reduce("ReduceSum", powered, axes, keep),
+                            ctx.scalar(1.0 / p, dtype)])
+
+
 # ---- sums, means, products -----------------------------------------------------------------------
 sum_ = defop("sum", lambda xp, x, dim=None, keepdim=False:
              x.sum(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x)), _acc_type,
              vjp=lambda g, out, x, dim=None, keepdim=False: (_back(g, x, dim, keepdim),),
-             saves=(), onnx="ReduceSum")
+             saves=(), onnx=_lower_reduction("ReduceSum", widen=True))
 
 
 def _mean_kernel(xp, x, dim=None, keepdim=False):
@@ -114,7 +244,7 @@ def _mean_kernel(xp, x, dim=None, keepdim=False):
 mean_op = defop("mean", _mean_kernel, rules.reduce,
                 vjp=lambda g, out, x, dim=None, keepdim=False:
                 (_back(g, x, dim, keepdim) * (1.0 / max(_count(x.shape, dim), 1)),),
-                saves=(), onnx="ReduceMean")
+                saves=(), onnx=_lower_mean)
 
 
 def _prod_others(x, dim):
@@ -134,7 +264,7 @@ prod_op = defop("prod", lambda xp, x, dim=None, keepdim=False:
                 x.prod(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x)), _acc_type,
                 vjp=lambda g, out, x, dim=None, keepdim=False:
                 (_back(g, x, dim, keepdim) * _prod_others(x, dim) if x.ndim else g,),
-                saves=(0,), onnx="ReduceProd")
+                saves=(0,), onnx=_lower_reduction("ReduceProd", widen=True))
 
 
 # ---- extremes ------------------------------------------------------------------------------------
@@ -154,9 +284,9 @@ def _extreme_kernel(fn):
 
 
 amax_op = defop("amax", _extreme_kernel("amax"), rules.reduce, vjp=_extreme_vjp(True),
-                saves_out=True, onnx="ReduceMax")
+                saves_out=True, onnx=_lower_reduction("ReduceMax"))
 amin_op = defop("amin", _extreme_kernel("amin"), rules.reduce, vjp=_extreme_vjp(False),
-                saves_out=True, onnx="ReduceMin")
+                saves_out=True, onnx=_lower_reduction("ReduceMin"))
 
 
 def _index_kernel(fn):
@@ -174,8 +304,8 @@ def _index_rule(x, dim=None, keepdim=False):
     return TensorType(shape, dt.int64, x.device)
 
 
-argmax_op = defop("argmax", _index_kernel("argmax"), _index_rule)
-argmin_op = defop("argmin", _index_kernel("argmin"), _index_rule)
+argmax_op = defop("argmax", _index_kernel("argmax"), _index_rule, onnx=_lower_arg("ArgMax"))
+argmin_op = defop("argmin", _index_kernel("argmin"), _index_rule, onnx=_lower_arg("ArgMin"))
 
 
 def _select_kernel(fn):
@@ -220,9 +350,9 @@ index_mask = defop(
     doc="1.0 where the position along `dim` equals `idx` (size 1 there): max/min's gradient mask.")
 
 max_dim = defop("max_dim", _select_kernel("argmax"), _select_rule, _select_vjp, saves=(),
-                saves_out=True, num_outputs=2)
+                saves_out=True, num_outputs=2, onnx=_lower_select("ReduceMax", "ArgMax"))
 min_dim = defop("min_dim", _select_kernel("argmin"), _select_rule, _select_vjp, saves=(),
-                saves_out=True, num_outputs=2)
+                saves_out=True, num_outputs=2, onnx=_lower_select("ReduceMin", "ArgMin"))
 
 _RESULTS = {name: namedtuple(name, ("values", "indices")) for name in ("max", "min")}
 
@@ -253,9 +383,10 @@ def _moment_vjp(root: bool):
     return vjp
 
 
-var_op = defop("var", _moment_kernel(False), rules.reduce, _moment_vjp(False), saves=(0,))
+var_op = defop("var", _moment_kernel(False), rules.reduce, _moment_vjp(False), saves=(0,),
+               onnx=_lower_moment(False))
 std_op = defop("std", _moment_kernel(True), rules.reduce, _moment_vjp(True), saves=(0,),
-               saves_out=True)
+               saves_out=True, onnx=_lower_moment(True))
 
 
 def _logsumexp_kernel(xp, x, dim=None, keepdim=False):
@@ -275,7 +406,7 @@ def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
 
 
 logsumexp_op = defop("logsumexp", _logsumexp_kernel, rules.reduce, _logsumexp_vjp,
-                     saves_out=True, onnx="ReduceLogSumExp")
+                     saves_out=True, onnx=_lower_logsumexp)
 
 
 # ---- logical -------------------------------------------------------------------------------------
@@ -291,8 +422,8 @@ def _logical_rule(x, dim=None, keepdim=False):
                       dt.uint8 if x.dtype is dt.uint8 else dt.bool_, x.device)
 
 
-all_op = defop("all", _logical_kernel("all"), _logical_rule)
-any_op = defop("any", _logical_kernel("any"), _logical_rule)
+all_op = defop("all", _logical_kernel("all"), _logical_rule, onnx=_lower_logical(True))
+any_op = defop("any", _logical_kernel("any"), _logical_rule, onnx=_lower_logical(False))
 
 
 # ---- scans ---------------------------------------------------------------------------------------
@@ -345,7 +476,7 @@ def _cumprod_vjp(g, out, x, dim):
 
 cumsum_op = defop("cumsum", _scan_kernel("cumsum"), _scan_rule,
                   vjp=lambda g, out, x, dim: (_reverse_cumsum(g, dim) if x.shape else g,),
-                  saves=(), onnx="CumSum")
+                  saves=(), onnx=_lower_cumsum)
 cumprod_op = defop("cumprod", _scan_kernel("cumprod"), _scan_rule, _cumprod_vjp,
                    saves=(0,), saves_out=True,
                    onnx=not_exportable("ONNX has no cumulative product"))
@@ -385,7 +516,8 @@ def _norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
     return (gb * sign * (size / unit) ** (ord - 1.0),)
 
 
-vector_norm_op = defop("vector_norm", _norm_kernel, rules.reduce, _norm_vjp, saves_out=True)
+vector_norm_op = defop("vector_norm", _norm_kernel, rules.reduce, _norm_vjp, saves_out=True,
+                       onnx=_lower_vector_norm)
 
 
 # ---- public functions ----------------------------------------------------------------------------
