@@ -1,0 +1,81 @@
+"""PyTorch eager and `torch.compile` (the model compiled, the same eager loop around it)."""
+from __future__ import annotations
+
+from functools import partial
+
+from .systems import Prepared, System
+from .timing import first_call
+from .workloads import LR, MOMENTUM
+
+
+def build_model(name: str):
+    import torch
+    nn = torch.nn
+
+    class MeanOverSequence(nn.Module):
+        def forward(self, x):
+            return x.mean(dim=1)
+
+    if name == "mlp_small":
+        return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                             nn.Linear(128, 10))
+    if name == "mlp_large":
+        return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                             nn.Linear(1024, 10))
+    if name == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(784, 10))
+    if name == "transformer":
+        return nn.Sequential(
+            nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, activation="gelu",
+                                       batch_first=True),
+            MeanOverSequence(), nn.Linear(128, 10))
+    raise KeyError(f"unknown workload {name!r}")
+
+
+def model_with_weights(workload, weights):
+    import torch
+    model = build_model(workload.name)
+    model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
+    return model
+
+
+def _train(workload, x, y, weights, compiled: bool) -> Prepared:
+    import torch
+    model = model_with_weights(workload, weights)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    forward = torch.compile(model) if compiled else model
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(forward(xt), yt)
+        loss.backward()
+        opt.step()
+        return loss
+    seconds, loss = first_call(step)
+    return Prepared(step, seconds if compiled else None, float(loss), opt.zero_grad)
+
+
+def _infer(workload, x, weights, compiled: bool) -> Prepared:
+    import torch
+    model = model_with_weights(workload, weights).eval()
+    forward = torch.compile(model) if compiled else model
+    xt = torch.from_numpy(x)
+
+    def run():
+        with torch.no_grad():
+            return forward(xt)
+    seconds, out = first_call(run)
+    return Prepared(run, seconds if compiled else None, out.numpy())
+
+
+SYSTEMS = [
+    System("torch_eager", "PyTorch eager", partial(_train, compiled=False),
+           partial(_infer, compiled=False), requires=("torch",)),
+    System("torch_compile", "torch.compile", partial(_train, compiled=True),
+           partial(_infer, compiled=True), requires=("torch",), slow_first_call=True,
+           notes="torch.compile(model), default inductor backend; optimizer step eager"),
+]

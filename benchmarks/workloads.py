@@ -1,0 +1,58 @@
+"""The standard workloads: one table of shapes that every system builds its own model from.
+
+A training step is the same everywhere: zero grads, forward, cross-entropy loss, backward,
+SGD with momentum 0.9. Every system starts from the same weights (`reference_weights`, made once
+by dualflow's initialisers) so the first-step losses can be compared as a correctness check.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LR = 0.01
+MOMENTUM = 0.9
+CLASSES = 10
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    batch: int
+    sample_shape: tuple      # one input sample, without the batch dimension
+    description: str
+
+    def data(self, batch: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """A float32 input batch and int64 targets (fixed seed: every system sees the same)."""
+        rng = np.random.default_rng(seed)
+        n = self.batch if batch is None else batch
+        x = rng.standard_normal((n, *self.sample_shape), dtype=np.float32)
+        y = rng.integers(0, CLASSES, size=n, dtype=np.int64)
+        return x, y
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    Workload("mlp_small", 32, (64,), "Linear 64-128, ReLU, Linear 128-128, ReLU, Linear 128-10"),
+    Workload("mlp_large", 256, (784,),
+             "Linear 784-1024, ReLU, Linear 1024-1024, ReLU, Linear 1024-10"),
+    Workload("cnn", 32, (1, 28, 28),
+             "Conv 1-8 3x3 p1, ReLU, MaxPool 2; Conv 8-16 3x3 p1, ReLU, MaxPool 2; Linear 784-10"),
+    Workload("transformer", 8, (64, 128),
+             "post-norm encoder block (4 heads, d 128, FFN 512, GELU), mean over seq, "
+             "Linear 128-10"),
+]}
+
+_weights_cache: dict[str, dict[str, np.ndarray]] = {}
+
+
+def reference_weights(name: str) -> dict[str, np.ndarray]:
+    """The shared starting weights of a workload, keyed by PyTorch-style state-dict names."""
+    if name not in _weights_cache:
+        import dualflow as flow
+
+        from .sys_dualflow import build_model
+        flow.manual_seed(0)
+        model = build_model(name)
+        _weights_cache[name] = {k: np.array(v.numpy(), copy=True)
+                                for k, v in model.state_dict().items()}
+    return {k: v.copy() for k, v in _weights_cache[name].items()}

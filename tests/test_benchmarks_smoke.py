@@ -1,0 +1,134 @@
+"""Smoke tests of the benchmark harness: every workload builds and steps in every dualflow mode,
+the modes agree with each other, and the harness reports broken systems instead of crashing.
+No timing is asserted anywhere (timings are machine- and load-dependent)."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import harness, memory, report, timing
+from benchmarks.sys_dualflow import SYSTEMS as DUALFLOW
+from benchmarks.systems import Prepared, System, to_numpy
+from benchmarks.workloads import WORKLOADS, reference_weights
+
+REPO = Path(__file__).resolve().parent.parent
+SMOKE_BATCH = 2
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_train_step_runs_and_modes_agree(name):
+    wl = WORKLOADS[name]
+    x, y = wl.data(batch=SMOKE_BATCH)
+    losses = {}
+    for system in DUALFLOW:
+        weights = reference_weights(name)
+        p = system.prepare_train(wl, x, y, weights)
+        first = p.check
+        for _ in range(4 - p.calls_made):  # four SGD steps in all
+            loss = float(to_numpy(p.fn()))
+        assert math.isfinite(loss), system.name
+        assert loss < first, f"{system.name}: four SGD steps on one batch should lower the loss"
+        if system.name != "df_eager":
+            assert p.first_call_s is not None and p.first_call_s > 0, system.name
+        losses[system.name] = (first, loss)
+    ref = losses["df_eager"]
+    for mode, got in losses.items():
+        np.testing.assert_allclose(got, ref, rtol=1e-4, err_msg=mode)
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_inference_runs_and_modes_agree(name):
+    wl = WORKLOADS[name]
+    x, _ = wl.data(batch=1)
+    outs = {}
+    for system in DUALFLOW:
+        p = system.prepare_infer(wl, x, reference_weights(name))
+        outs[system.name] = to_numpy(p.fn())
+        assert outs[system.name].shape == (1, 10)
+        np.testing.assert_array_equal(to_numpy(p.check), outs[system.name])
+    for mode, got in outs.items():
+        np.testing.assert_allclose(got, outs["df_eager"], rtol=1e-4, atol=1e-5, err_msg=mode)
+
+
+def test_reference_weights_are_fixed_and_copied():
+    a, b = reference_weights("mlp_small"), reference_weights("mlp_small")
+    assert set(a) == {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"}
+    a["0.weight"][...] = 0  # a system training on its copy must not move the others' start
+    assert np.abs(b["0.weight"]).sum() > 0
+    assert np.abs(reference_weights("mlp_small")["0.weight"]).sum() > 0
+
+
+def test_interleaved_reports_a_failing_system_and_times_the_rest():
+    calls = {"ok": 0}
+
+    def ok():
+        calls["ok"] += 1
+
+    def breaks():
+        if calls["ok"] > 5:
+            raise RuntimeError("broke mid-run")
+
+    stats, errors = timing.interleaved({"ok": ok, "breaks": breaks}, reps=3, sample_s=1e-4,
+                                       warmup=1)
+    assert set(stats) == {"ok"} and stats["ok"].samples == 3
+    assert stats["ok"].p25 <= stats["ok"].median <= stats["ok"].p75
+    assert errors == {"breaks": "failed: RuntimeError: broke mid-run"}
+
+
+def test_prepare_turns_exceptions_into_statuses():
+    def bad(*_):
+        raise ValueError("no such layer")
+
+    broken = System("broken", "broken", bad, None)
+    wl = WORKLOADS["mlp_small"]
+    p, entry = harness.prepare(broken, "train", wl, *wl.data(batch=1), {})
+    assert p is None and entry == {"status": "failed: ValueError: no such layer"}
+
+
+def test_ratios_and_text_name_failures():
+    ok = {"status": "ok", "median_s": 2.0, "p25_s": 1.5, "p75_s": 2.5, "first_call_s": 0.1,
+          "check": 1.0}
+    rep = {
+        "systems": {"df_eager": {"status": "ok"}, "df_graph": {"status": "ok"},
+                    "ort_ours": {"status": "ok"}},
+        "workloads": {"w": {"batch": 4, "description": "d",
+                            "train": {"df_eager": ok, "df_graph": dict(ok, median_s=0.5)},
+                            "infer": {"ort_ours": {"status": "failed: ExportError: nope"}}}},
+        "micro": {}, "micro_status": {},
+    }
+    ratios = report.compute_ratios(rep)
+    assert ratios["train step: df_graph / df_eager"]["w"] == 0.25
+    assert ratios["infer b=1: ort_ours / ort_torch"]["w"] == "failed"
+    rep["ratios"] = ratios
+    rep["meta"] = report.environment(["benchmarks/run.py"], {})
+    text = report.format_text(rep)
+    assert text.index("RATIOS") < text.index("system ")  # ratios are printed first
+    assert "w infer ort_ours: failed: ExportError: nope" in text
+
+
+def test_memory_probe_measures_a_step():
+    if memory.available() is not None:
+        pytest.skip(memory.available())
+    out = memory.probe("mlp_small", "df_eager")
+    assert out["tracemalloc_step_kib"] > 0 and out["rss_step_kib"] >= 0
+
+
+def test_run_py_end_to_end_micro(tmp_path):
+    path = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "benchmarks/run.py", "--quick", "--only", "op",
+                           "--no-memory", "--json", str(path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("RATIOS") < done.stdout.index("df_add_grad")
+    data = json.loads(path.read_text())
+    assert data["micro"]["op"]["df_add_grad"]["status"] == "ok"
+    assert data["meta"]["nproc"] >= 1 and "numpy" in data["meta"]["versions"]
+
+
+def test_prepared_defaults():
+    p = Prepared(lambda: 1)
+    assert p.release() is None and p.first_call_s is None
