@@ -21,7 +21,7 @@ from .arith import _grad_if, mul
 from .core import broadcast_to
 from .dispatch import _scalar_tensor, apply_inplace
 from .inplace import inplace_form
-from .opdef import TensorType, defop
+from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError, broadcast_shapes
 from .shape import reshape
 
@@ -220,6 +220,127 @@ def indexed_shape(shape: tuple, key: tuple, index_shapes=()) -> tuple:
     return tuple(bshape + rest)
 
 
+# ---- ONNX lowerings (see export/context.py for `ctx`) ------------------------------------------
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _onnx_basic(ctx, x, shape, key):
+    """The basic step of `x[key]`: one Slice, then Squeeze for ints and Unsqueeze for None."""
+    starts, ends, axes, steps, drop, new = [], [], [], [], [], []
+    dim = pos = 0
+    for e in key:
+        if e is None:
+            new.append(pos)
+            pos += 1
+            continue
+        if isinstance(e, Span):
+            to_end = e.stop == shape[dim]
+            if not (e.start == 0 and e.step == 1 and to_end):
+                starts, ends = starts + [e.start], ends + [_INT64_MAX if to_end else e.stop]
+                axes, steps = axes + [dim], steps + [e.step]
+            pos += 1
+        elif isinstance(e, str):  # TENSOR: the tensor step indexes this dim
+            pos += 1
+        else:
+            starts, ends, axes, steps = starts + [e], ends + [e + 1], axes + [dim], steps + [1]
+            drop.append(dim)
+        dim += 1
+    if axes:
+        x = ctx.slice(x, starts, ends, axes, steps)
+    return ctx.unsqueeze(ctx.squeeze(x, drop), new)
+
+
+def _onnx_take(ctx, x, shape, key, indices, out_rank: int):
+    """`x[key]`: the basic step, then Gather (one index tensor) or GatherND (several, broadcast
+    together; their dims go in front, or where the first was when they are adjacent)."""
+    y = _onnx_basic(ctx, x, shape, key)
+    if not indices:
+        return y
+    _, advanced = split_key(key)
+    at = [i for i, a in enumerate(advanced) if a is not None]
+    if len(at) == 1:
+        return ctx.emit("Gather", [y, indices[advanced[at[0]]][0]], axis=at[0])
+    bshape = broadcast_shapes(*(ctx.shape(v) for _, v in indices))
+    wide = ctx.ints(bshape)
+    columns = [ctx.unsqueeze(ctx.emit("Expand", [ctx.cast(name, dt.int64), wide]), [len(bshape)])
+               for name, _ in (indices[advanced[i]] for i in at)]
+    stacked = ctx.emit("Concat", columns, axis=-1)
+    rank = out_rank - len(bshape) + len(at)
+    rest = [i for i in range(rank) if i not in at]
+    if at + rest != list(range(rank)):
+        y = ctx.emit("Transpose", [y], perm=at + rest)
+    out = ctx.emit("GatherND", [y, stacked])
+    nb = len(bshape)
+    if at == list(range(at[0], at[-1] + 1)) and at[0]:
+        out = ctx.emit("Transpose", [out], perm=[nb + i for i in range(at[0])] + list(range(nb)) +
+                       [nb + i for i in range(at[0], len(rest))])
+    return out
+
+
+def _lower_take(ctx, node):
+    indices = [(ctx.input(node, i), v) for i, v in enumerate(node.inputs) if i]
+    return _onnx_take(ctx, ctx.input(node, 0), ctx.shape(node.inputs[0]), ctx.attr(node, "key"),
+                      indices, len(node.outputs[0].type.shape))
+
+
+def _lower_index_put(ctx, node):
+    """ScatterND into the flattened input at the flat positions `arange(numel)[key]` selects."""
+    x, key, tensors = node.inputs[0], ctx.attr(node, "key"), node.inputs[2:]
+    shape = ctx.shape(x)
+    if not all(isinstance(n, int) for n in shape) or not all(
+            isinstance(n, int) for t in tensors for n in ctx.shape(t)):
+        ctx.fail("x[key] = value on a tensor whose shape follows a dynamic axis is not supported")
+    region = indexed_shape(tuple(shape), key, [t.type.shape for t in tensors])
+    if 0 in region:
+        return ctx.input(node, 0)
+    flat = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    if tensors:
+        indices = [(ctx.input(node, i + 2), t) for i, t in enumerate(tensors)]
+        where = _onnx_take(ctx, ctx.const(flat), shape, key, indices, len(region))
+    else:
+        where = ctx.const(flat[split_key(key)[0]])
+    values = ctx.emit("Expand", [ctx.input(node, 1), ctx.ints(region)])
+    out = ctx.emit("ScatterND", [ctx.reshape(ctx.input(node, 0), [-1]),
+                                 ctx.reshape(where, [-1, 1]), ctx.reshape(values, [-1])])
+    return ctx.reshape(out, shape)
+
+
+def _elements(ctx, node, op_type: str, **attrs):
+    """GatherElements/ScatterElements along `dim` (0-d operands as 1-element vectors); a
+    scatter's source is broadcast to the index's shape."""
+    names = ctx.inputs(node)
+    if len(names) == 3 and ctx.shape(node.inputs[2]) != ctx.shape(node.inputs[1]):
+        names[2] = ctx.emit("Expand", [names[2], ctx.ints(ctx.shape(node.inputs[1]))])
+    if node.inputs[0].type.shape:
+        return ctx.emit(op_type, names, axis=node.attrs["dim"], **attrs)
+    out = ctx.emit(op_type, [ctx.reshape(n, [1]) for n in names], axis=0, **attrs)
+    return ctx.reshape(out, [])
+
+
+def _lower_gather(ctx, node):
+    x, index = node.inputs
+    xs, ishape = ctx.shape(x), ctx.shape(index)
+    trim = [d for d in range(len(xs)) if d != node.attrs["dim"] and ishape[d] != xs[d]]
+    if not trim:
+        return _elements(ctx, node, "GatherElements")
+    data = ctx.slice(ctx.input(node, 0), [0] * len(trim), [ishape[d] for d in trim], trim)
+    return ctx.emit("GatherElements", [data, ctx.input(node, 1)], axis=node.attrs["dim"])
+
+
+def _lower_scatter_add(ctx, node):
+    ctx.require_opset(16, "scatter_add (ScatterElements with reduction='add')")
+    return _elements(ctx, node, "ScatterElements", reduction="add")
+
+
+def _lower_one_hot(ctx, node):
+    classes = ctx.const(np.arange(node.attrs["num_classes"], dtype=np.int64))
+    x = ctx.unsqueeze(ctx.input_as(node, 0, dt.int64), [len(node.inputs[0].type.shape)])
+    return ctx.cast(ctx.emit("Equal", [x, classes]), dt.int64)
+
+
+_GRADIENT_ONLY = not_exportable("a gradient op: training graphs only")
+
+
 # ---- getitem / setitem ops ---------------------------------------------------------------------
 def _getitem_kernel(xp, x, *arrays, key):
     basic, advanced = split_key(key)
@@ -279,17 +400,21 @@ def _index_put_vjp(g, out, x, value, *tensors, key):
 
 
 getitem_op = defop("getitem", _getitem_kernel, _indexed_type, _take_vjp, saves=(), view=True,
+                   onnx=_lower_take,
                    doc="Basic indexing (ints, slices, None): a view.")
 index = defop("index", _getitem_kernel, _indexed_type, _take_vjp, saves=_inputs_from(1),
+              onnx=_lower_take,
               doc="Indexing with integer tensors (advanced indexing): a copy.")
 index_backward = defop(
     "index_backward", _index_backward_kernel,
     lambda g, *tensors, key, shape: TensorType(shape, g.dtype, g.device),
     lambda gg, out, g, *tensors, key, shape: (_take(gg, tensors, key),) + (None,) * len(tensors),
-    saves=_inputs_from(1), doc="Zeros of `shape` with g added at x[key]: getitem's VJP.")
+    saves=_inputs_from(1), onnx=_GRADIENT_ONLY,
+    doc="Zeros of `shape` with g added at x[key]: getitem's VJP.")
 index_put = defop(
     "index_put", _index_put_kernel, lambda x, value, *tensors, key: x, _index_put_vjp,
-    saves=_inputs_from(2), out_arg=True, doc="x with x[key] = value (broadcast): `__setitem__`.")
+    saves=_inputs_from(2), out_arg=True, onnx=_lower_index_put,
+    doc="x with x[key] = value (broadcast): `__setitem__`.")
 
 
 def _simple_key(shape: tuple, items: tuple):
@@ -405,23 +530,23 @@ def _like_index(x, index, dim):
 gather_op = defop(
     "gather", lambda xp, x, index, dim: x[_along(xp, index, dim)], _like_index,
     lambda g, out, x, index, dim: (gather_backward(g, index, dim=dim, shape=tuple(x.shape)), None),
-    saves=(1,))
+    saves=(1,), onnx=_lower_gather)
 gather_backward = defop(
     "gather_backward", _gather_backward_kernel,
     lambda g, index, dim, shape: TensorType(shape, g.dtype, g.device),
     lambda gg, out, g, index, dim, shape: (gather_op(gg, index, dim=dim), None), saves=(1,),
-    doc="Zeros of `shape` with g added where gather read: gather's VJP.")
+    onnx=_GRADIENT_ONLY, doc="Zeros of `shape` with g added where gather read: gather's VJP.")
 scatter_op = defop(
     "scatter", _scatter_kernel, lambda x, index, src, dim: x,
     lambda g, out, x, index, src, dim: (
         _grad_if(x, lambda: scatter_op(g, index, _zero(g), dim=dim)), None,
         _grad_if(src, lambda: gather_op(g, index, dim=dim))),
-    saves=(1,), out_arg=True)
+    saves=(1,), out_arg=True, onnx=lambda ctx, node: _elements(ctx, node, "ScatterElements"))
 scatter_add_op = defop(
     "scatter_add", _scatter_add_kernel, lambda x, index, src, dim: x,
     lambda g, out, x, index, src, dim: (g, None,
                                         _grad_if(src, lambda: gather_op(g, index, dim=dim))),
-    saves=(1,), out_arg=True)
+    saves=(1,), out_arg=True, onnx=_lower_scatter_add)
 
 
 def _gather_args(op: str, x: Tensor, dim: int, index: Tensor, other=None) -> int:
@@ -518,7 +643,8 @@ masked_fill_op = defop(
                                       x.dtype, x.device),
     lambda g, out, x, mask, value: (_grad_if(x, lambda: masked_fill_op(g, mask, _zero(g))), None,
                                     _grad_if(value, lambda: mul(g, mask))),
-    saves=(1,), out_arg=True)
+    saves=(1,), out_arg=True, onnx=lambda ctx, node: ctx.emit(
+        "Where", [ctx.input(node, 1), ctx.input(node, 2), ctx.input(node, 0)]))
 
 
 def _fill_args(x: Tensor, mask: Tensor, value) -> tuple:
@@ -566,7 +692,8 @@ def argwhere(input: Tensor) -> Tensor:
 # ---- one_hot and embedding ---------------------------------------------------------------------
 one_hot_op = defop(
     "one_hot", lambda xp, x, num_classes: (x[..., None] == xp.arange(num_classes)).astype(np.int64),
-    lambda x, num_classes: TensorType(tuple(x.shape) + (num_classes,), dt.int64, x.device))
+    lambda x, num_classes: TensorType(tuple(x.shape) + (num_classes,), dt.int64, x.device),
+    onnx=_lower_one_hot)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -599,7 +726,8 @@ embedding_op = defop(
     "embedding", lambda xp, weight, input, padding_idx: weight[input],
     lambda weight, input, padding_idx: TensorType(tuple(input.shape) + tuple(weight.shape[1:]),
                                                   weight.dtype, weight.device),
-    _embedding_vjp, saves=(1,), onnx="Gather",
+    _embedding_vjp, saves=(1,),
+    onnx=lambda ctx, node: ctx.emit("Gather", ctx.inputs(node), axis=0),
     doc="Rows of `weight` at `input`; the row at padding_idx gets no gradient.")
 
 
