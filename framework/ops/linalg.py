@@ -63,11 +63,21 @@ def _matmul_kernel(xp, a, b, out=None):
     return xp.matmul(a, b, out=out)
 
 
+def _lower_matmul(ctx, node):
+    """MatMul; `x @ w.T` with a 2-d x (a Linear layer) is Gemm(transB=1) on w itself."""
+    a, b = node.inputs
+    src = ctx.producer(b)
+    if len(a.type.shape) == 2 and a.type.dtype.is_floating_point and src is not None and \
+            src.op.name == "permute" and tuple(src.attrs["dims"]) == (1, 0):
+        return ctx.emit("Gemm", [ctx.input(node, 0), ctx.input(src, 0)], transB=1)
+    return ctx.emit("MatMul", ctx.inputs(node))
+
+
 matmul_op = defop(
     "matmul", _matmul_kernel,
     lambda a, b: TensorType(matmul_shape(_same_dtype("matmul", a, b).shape, b.shape), a.dtype,
                             a.device),
-    _matmul_vjp, out_arg=True, onnx="MatMul")
+    _matmul_vjp, out_arg=True, onnx=_lower_matmul)
 
 
 def _same_dtype(op: str, a, b):
@@ -216,7 +226,22 @@ def _einsum_grad(g, xs, terms, out_term, i):
     return grad if full == shape else broadcast_to(grad, shape=full)
 
 
-einsum_op = defop("einsum", _einsum_kernel, None, _einsum_vjp, onnx="Einsum",
+def _lower_einsum(ctx, node):
+    """Einsum; a label of size 1 in one operand is expanded to its size in the others (NumPy
+    broadcasts it, ONNX does not)."""
+    equation = node.attrs["equation"]
+    terms = equation.split("->")[0].split(",")
+    sizes = {c: n for term, v in zip(terms, node.inputs)
+             for c, n in zip(term, ctx.shape(v)) if n != 1}
+    names = []
+    for term, v, name in zip(terms, node.inputs, ctx.inputs(node)):
+        shape = list(ctx.shape(v))
+        want = [sizes.get(c, n) for c, n in zip(term, shape)]
+        names.append(name if want == shape else ctx.emit("Expand", [name, ctx.ints(want)]))
+    return ctx.emit("Einsum", names, equation=equation)
+
+
+einsum_op = defop("einsum", _einsum_kernel, None, _einsum_vjp, onnx=_lower_einsum,
                   doc="Einstein summation; `equation` is explicit, with no '...' (see einsum).")
 
 
