@@ -182,11 +182,25 @@ def _conv2d_weight_vjp(gw, out, x, g, kernel_size, stride, padding, dilation, gr
 
 _CROSS = {0: (1,), 1: (0,)}  # each input is read only by the other one's gradient
 
-conv2d_op = defop("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_vjp, saves=_CROSS, onnx="Conv",
+
+def _lower_conv(op_type: str):
+    """Conv / ConvTranspose: pads are (top, left, bottom, right) in ONNX's order."""
+    def lower(ctx, node):
+        a = node.attrs
+        (pt, pb), (pl, pr) = a["padding"]
+        extra = {"output_padding": list(a["output_padding"])} if "output_padding" in a else {}
+        return ctx.emit(op_type, ctx.inputs(node), strides=list(a["stride"]),
+                        kernel_shape=list(node.inputs[1].type.shape[2:]), pads=[pt, pl, pb, pr],
+                        dilations=list(a["dilation"]), group=a["groups"], **extra)
+    return lower
+
+
+conv2d_op = defop("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_vjp, saves=_CROSS,
+                  onnx=_lower_conv("Conv"),
                   doc="Cross-correlation of (N, C, H, W) with (Cout, C/groups, kh, kw).")
 conv_transpose2d_op = defop(
     "conv_transpose2d", _conv_transpose2d_kernel, _conv_transpose2d_infer,
-    _conv_transpose2d_vjp, saves=_CROSS, onnx="ConvTranspose",
+    _conv_transpose2d_vjp, saves=_CROSS, onnx=_lower_conv("ConvTranspose"),
     doc="The adjoint of conv2d in its input: (N, C, H, W) with (C, Cout/groups, kh, kw).")
 conv2d_weight = defop(
     "conv2d_weight", _conv2d_weight_kernel, _conv2d_weight_infer, _conv2d_weight_vjp,
