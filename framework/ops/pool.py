@@ -63,10 +63,25 @@ max_pool2d_backward = defop(
     vjp=lambda gg, out, g, indices, shape: (_gather_planes(gg, indices), None),
     saves=(1,), onnx=not_exportable("a gradient op: training graphs only"),
     doc="Adds each gradient into the input position its window's max came from.")
+def _lower_max_pool2d(ctx, node):
+    """MaxPool; its indices count over the whole input, ours within each (H, W) plane."""
+    a, (h, w) = node.attrs, ctx.shape(node.inputs[0])[2:]
+    (pt, pb), (pl, pr) = a["padding"]
+    values, indices = ctx.emit(
+        "MaxPool", [ctx.input(node, 0)], outputs=[None, None if ctx.used(node, 1) else ""],
+        kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]), pads=[pt, pl, pb, pr],
+        dilations=list(a["dilation"]))
+    if not indices:
+        return values, None
+    if not (isinstance(h, int) and isinstance(w, int)):
+        ctx.fail("max_pool2d's indices on a dynamic height or width are not supported")
+    return values, ctx.emit("Mod", [indices, ctx.scalar(h * w, dt.int64)])
+
+
 max_pool2d_op = defop(
     "max_pool2d", _max_pool2d_kernel, _max_pool2d_infer,
     vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
-    saves=(), saves_out=True, num_outputs=2, onnx="MaxPool",
+    saves=(), saves_out=True, num_outputs=2, onnx=_lower_max_pool2d,
     doc="Window maxima and their flat positions in the (unpadded) H*W input plane.")
 
 
