@@ -48,15 +48,25 @@ def _sum_along(t, dim):
     return sum_fn(t, dim, keepdim=True)
 
 
+def _lower_softmax(op_type: str):
+    """Softmax / LogSoftmax along `dim` (a 0-d input as a 1-element vector)."""
+    def lower(ctx, node):
+        x = ctx.input(node, 0)
+        if node.inputs[0].type.shape:
+            return ctx.emit(op_type, [x], axis=node.attrs["dim"])
+        return ctx.reshape(ctx.emit(op_type, [ctx.reshape(x, [1])], axis=0), [])
+    return lower
+
+
 softmax_op = defop(
     "softmax", _softmax_kernel, _softmax_infer,
     vjp=lambda g, y, x, dim: (mul(y, sub(g, _sum_along(mul(g, y), dim))),),
-    saves=(), saves_out=True, onnx="Softmax",
+    saves=(), saves_out=True, onnx=_lower_softmax("Softmax"),
     doc="exp(x - max) / sum: normalised along `dim`, stable for large inputs.")
 log_softmax_op = defop(
     "log_softmax", _log_softmax_kernel, _softmax_infer,
     vjp=lambda g, y, x, dim: (sub(g, mul(exp(y), _sum_along(g, dim))),),
-    saves=(), saves_out=True, onnx="LogSoftmax",
+    saves=(), saves_out=True, onnx=_lower_softmax("LogSoftmax"),
     doc="x - logsumexp(x): log-probabilities along `dim`, stable for large inputs.")
 
 
