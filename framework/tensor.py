@@ -13,7 +13,7 @@ from .device import Device, device_of, to_device_array
 
 class Tensor:
     __slots__ = ("_data", "requires_grad", "grad", "grad_fn", "_version", "_output_nr",
-                 "_retains_grad", "_hooks", "_base", "__weakref__")
+                 "_retains_grad", "_hooks", "_view_of", "__weakref__")
     __array_priority__ = 1000  # so `ndarray + Tensor` defers to Tensor.__radd__
 
     def __init__(self, *args, dtype=None, device=None, requires_grad=False):
@@ -34,7 +34,7 @@ class Tensor:
         self._output_nr = output_nr
         self._retains_grad = False
         self._hooks = None
-        self._base = None
+        self._view_of = None  # (base, view op, attrs) for single-output views
 
     @classmethod
     def _wrap(cls, data, output_nr: int = 0) -> "Tensor":

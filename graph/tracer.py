@@ -152,7 +152,11 @@ class Tracer:
                 from exc
         node = self.graph.add_node(op, values, attrs, out_types, self.scope(), source)
         outs = [self.wrap(v, i) for i, v in enumerate(node.outputs)]
-        return outs[0] if op.num_outputs == 1 else tuple(outs)
+        if op.num_outputs == 1:
+            if op.view:  # in-place writes to the view are written back to its base
+                outs[0]._view_of = (inputs[0], op, attrs)
+            return outs[0]
+        return tuple(outs)
 
     def constant(self, value, dtype, device):
         arr = np.asarray(value, dtype=dtype.np)

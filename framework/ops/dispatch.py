@@ -103,14 +103,13 @@ class EagerInterpreter:
             out = Tensor._wrap(res if type(res) is np.ndarray else xp.asarray(res))
             if op.view:  # views share the version counter, so in-place writes are seen
                 out._version = inputs[0]._version
-                out._base = inputs[0]
+                out._view_of = (inputs[0], op, attrs)
             return out
         outs = tuple(Tensor._wrap(r if type(r) is np.ndarray else xp.asarray(r), i)
                      for i, r in enumerate(res))
         if op.view:
             for out in outs:
                 out._version = inputs[0]._version
-                out._base = inputs[0]
         return outs
 
     def constant(self, value, dtype, device):
@@ -162,6 +161,11 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
                               f"in place with inputs ({describe(inputs)}): {exc}") from exc
             target._version[0] += 1
             return target
+    view_of = target._view_of
+    if view_of is not None and needs_grad and view_of[0].requires_grad \
+            and view_of[0].grad_fn is None:
+        raise RuntimeError(f"{name}: a view of a leaf tensor that requires grad is being used in "
+                           "an in-place operation")
     first = target
     if needs_grad and interp is EAGER and _reads_first_input(op):
         from .core import identity
@@ -175,10 +179,33 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
             raise TypeError(f"{name}: result type {result.dtype.name} can't be cast to the "
                             f"in-place target's type {target.dtype.name}")
         result = cast(result, dtype=target.dtype)
+    write_back = view_of is not None and (needs_grad or interp is not EAGER)
+    if write_back:
+        from .arith import sub
+        delta = sub(result, target)
     interp.store(target, result)
     if result.requires_grad:
         state.make_inplace_rebase(target, result)
+    if write_back:
+        _write_back(interp, view_of, delta)
     return target
+
+
+def _write_back(interp, view_of, delta) -> None:
+    """After an in-place op on a view: give the base the new values' history (and, in a graph,
+    the new values). A view op selects or rearranges, so its VJP scatters a change of the view
+    back into the base's shape: base' = base + VJP(view' - view)."""
+    from .arith import add
+    base, op, attrs = view_of
+    back = op.vjp(delta, None, base, **attrs)[0]
+    new_base = add(base, back)
+    if interp is EAGER:  # the memory is shared and already updated: only the history changes
+        if new_base.requires_grad:
+            state.make_inplace_rebase(base, new_base)
+    else:
+        interp.store(base, new_base)
+    if base._view_of is not None:
+        _write_back(interp, base._view_of, back)
 
 
 def cast(x, dtype):

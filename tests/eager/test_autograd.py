@@ -166,3 +166,27 @@ def test_forward_mode_jvp_matches_formula():
     expect = ((1 - np.tanh(xs) ** 2) * xs + np.tanh(xs)) * v
     np.testing.assert_allclose(jv.numpy(), expect, rtol=1e-12)
     np.testing.assert_allclose(out.numpy(), np.tanh(xs) * xs)
+
+
+def test_inplace_on_views_gives_the_base_the_new_history():
+    """x[0].mul_(3) and a view of a view updated in place: values and gradients as in PyTorch."""
+    a = t64([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    w = t64([10.0, 20.0])
+    x = a * 2
+    x[0].mul_(3)
+    x.t()[1].add_(w)
+    (x * x).sum().backward()
+    an = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    xn = an * 2
+    xn[0] *= 3
+    xn[:, 1] += [10.0, 20.0]
+    np.testing.assert_allclose(x.detach().numpy(), xn)
+    scale = np.array([[6.0] * 3, [2.0] * 3])  # d x / d a
+    np.testing.assert_allclose(a.grad.numpy(), 2 * xn * scale)
+    np.testing.assert_allclose(w.grad.numpy(), 2 * xn[:, 1])
+
+
+def test_inplace_on_a_view_of_a_leaf_requiring_grad_raises():
+    a = t64([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="view of a leaf"):
+        a[0].mul_(2)

@@ -207,3 +207,22 @@ def test_no_warning_for_a_stable_signature():
         warnings.simplefilter("error")
         for _ in range(20):
             g(flow.randn(2, 4))
+
+
+def test_inplace_on_views_writes_through_in_graph_mode():
+    class G(nn.Graph):
+        def build(self, a):
+            x = a * 2
+            x[0].mul_(3)
+            x.t()[1].add_(flow.ones(2))
+            x.reshape(-1)[0:2].zero_()
+            return x
+
+    def eager(a):
+        x = a * 2
+        x[0].mul_(3)
+        x.t()[1].add_(flow.ones(2))
+        x.reshape(-1)[0:2].zero_()
+        return x
+    a = flow.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(G()(a).numpy(), eager(a).numpy())

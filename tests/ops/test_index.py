@@ -93,7 +93,7 @@ def test_basic_indexing_is_a_view_and_setitem_writes_in_place():
     expected = np.zeros((3, 4))
     expected[1, 2], expected[0, 1:3], expected[2, 0] = 5, [1, 2], 7
     np.testing.assert_array_equal(x.numpy(), expected)
-    assert x[1]._base is x and x[[1]]._base is None
+    assert x[1]._view_of[0] is x and x[[1]]._view_of is None
     assert x[2, 0].shape == () and x[2, 0].item() == 7.0
 
 
