@@ -38,12 +38,36 @@ def _overwritten(g, x):
     return fill(g, value=0) if x.requires_grad else None
 
 
+def _lower_fill_like(ctx, node, value: str):
+    """`value` (of x's dtype) broadcast to x's shape."""
+    return ctx.emit("Expand", [value, ctx.ints(ctx.shape(node.inputs[0]))])
+
+
+def _lower_combine(op_type: str):
+    """addcmul/addcdiv: x + value * (t1 <op> t2)."""
+    def lower(ctx, node):
+        x, t1, t2 = ctx.inputs(node)
+        step, value = ctx.emit(op_type, [t1, t2]), node.attrs.get("value", 1)
+        if value != 1:
+            step = ctx.emit("Mul", [step, ctx.scalar(value, node.inputs[0].type.dtype)])
+        return ctx.emit("Add", [x, step])
+    return lower
+
+
+def _lower_lerp(ctx, node):
+    start, end, weight = ctx.inputs(node)
+    return ctx.emit("Add", [start, ctx.emit("Mul", [ctx.emit("Sub", [end, start]), weight])])
+
+
 assign = defop("assign", _assign_kernel, _like_target,
                vjp=lambda g, out, x, src: (_overwritten(g, x), g), saves=(), out_arg=True,
-               onnx="Expand",
+               onnx=lambda ctx, node: _lower_fill_like(
+                   ctx, node, ctx.input_as(node, 1, node.inputs[0].type.dtype)),
                doc="x's shape and dtype, src's values (broadcast): the op behind `copy_`.")
 fill = defop("fill", _fill_kernel, _like_target,
              vjp=lambda g, out, x, value: (_overwritten(g, x),), saves=(), out_arg=True,
+             onnx=lambda ctx, node: _lower_fill_like(
+                 ctx, node, ctx.scalar(node.attrs["value"], node.inputs[0].type.dtype)),
              doc="x's shape and dtype filled with a Python scalar: the op behind `fill_`/`zero_`.")
 
 
@@ -75,19 +99,21 @@ addcmul_op = defop(
     vjp=lambda g, out, x, t1, t2, value=1: (
         g, _grad_if(t1, lambda: mul(g, mul(t2, value))),
         _grad_if(t2, lambda: mul(g, mul(t1, value)))),
-    saves=(1, 2), doc="x + value * t1 * t2, in one pass (optimizers' second moments).", **_FUSED)
+    saves=(1, 2), onnx=_lower_combine("Mul"),
+    doc="x + value * t1 * t2, in one pass (optimizers' second moments).", **_FUSED)
 addcdiv_op = defop(
     "addcdiv", _addcdiv_kernel, rules.broadcast,
     vjp=lambda g, out, x, t1, t2, value=1: (
         g, _grad_if(t1, lambda: mul(g, div(value, t2))),
         _grad_if(t2, lambda: neg(mul(g, div(mul(t1, value), mul(t2, t2)))))),
-    saves=(1, 2), doc="x + value * t1 / t2, in one pass (Adam's update).", **_FUSED)
+    saves=(1, 2), onnx=_lower_combine("Div"),
+    doc="x + value * t1 / t2, in one pass (Adam's update).", **_FUSED)
 lerp_op = defop(
     "lerp", _lerp_kernel, rules.broadcast,
     vjp=lambda g, out, s, e, w: (_grad_if(s, lambda: mul(g, sub(1, w))),
                                  _grad_if(e, lambda: mul(g, w)),
                                  _grad_if(w, lambda: mul(g, sub(e, s)))),
-    doc="start + weight * (end - start).", **_FUSED)
+    onnx=_lower_lerp, doc="start + weight * (end - start).", **_FUSED)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
