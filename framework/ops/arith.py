@@ -50,6 +50,38 @@ def _trunc_divide_kernel(xp, x, y, out=None):
     return xp.floor_divide(x - xp.fmod(x, y), y, out=out)
 
 
+# ---- ONNX lowerings (see export/context.py for `ctx`) ---------------------------------------
+def onnx_round_to_zero(ctx, q: str, dtype) -> str:
+    """trunc(q) for a float tensor: ONNX has no Trunc."""
+    negative = ctx.emit("Less", [q, ctx.scalar(0, dtype)])
+    return ctx.emit("Where", [negative, ctx.emit("Ceil", [q]), ctx.emit("Floor", [q])])
+
+
+def _lower_floor_divide(ctx, node):
+    x, y = ctx.inputs(node)
+    if node.outputs[0].type.dtype.is_floating_point:
+        return ctx.emit("Floor", [ctx.emit("Div", [x, y])])
+    return ctx.emit("Div", [ctx.emit("Sub", [x, ctx.emit("Mod", [x, y], fmod=0)]), y])
+
+
+def _lower_trunc_divide(ctx, node):
+    dtype = node.outputs[0].type.dtype
+    q = ctx.emit("Div", ctx.inputs(node))  # integer Div rounds toward zero
+    return onnx_round_to_zero(ctx, q, dtype) if dtype.is_floating_point else q
+
+
+def _lower_remainder(ctx, node):
+    """The divisor's sign: Python's %. Floats: fmod, plus y where the signs differ."""
+    x, y = ctx.inputs(node)
+    dtype = node.outputs[0].type.dtype
+    if not dtype.is_floating_point:
+        return ctx.emit("Mod", [x, y], fmod=0)
+    r, zero = ctx.emit("Mod", [x, y], fmod=1), ctx.scalar(0, dtype)
+    signs_differ = ctx.emit("Xor", [ctx.emit("Less", [r, zero]), ctx.emit("Less", [y, zero])])
+    fix = ctx.emit("And", [ctx.emit("Not", [ctx.emit("Equal", [r, zero])]), signs_differ])
+    return ctx.emit("Where", [fix, ctx.emit("Add", [r, y]), r])
+
+
 add = defop("add", lambda xp, x, y, out=None: xp.add(x, y, out=out), rules.broadcast,
             vjp=lambda g, out, x, y: (g, g), saves=(), onnx="Add", **_BIN)
 sub = defop("sub", lambda xp, x, y, out=None: xp.subtract(x, y, out=out), rules.broadcast,
@@ -66,17 +98,21 @@ neg = defop("neg", lambda xp, x, out=None: xp.negative(x, out=out), rules.same,
             vjp=lambda g, out, x: (neg(g),), saves=(), elementwise=True, out_arg=True, onnx="Neg")
 floor_divide = defop(
     "floor_divide", lambda xp, x, y, out=None: xp.floor_divide(x, y, out=out), rules.broadcast,
-    vjp=_zero_grads, saves=(), doc="x / y rounded down (Python's //); zero gradients.", **_BIN)
+    vjp=_zero_grads, saves=(), onnx=_lower_floor_divide,
+    doc="x / y rounded down (Python's //); zero gradients.", **_BIN)
 trunc_divide = defop(
     "trunc_divide", _trunc_divide_kernel, rules.broadcast, vjp=_zero_grads, saves=(),
+    onnx=_lower_trunc_divide,
     doc="x / y rounded toward zero: `div(..., rounding_mode='trunc')`; zero gradients.", **_BIN)
 remainder = defop(
     "remainder", lambda xp, x, y, out=None: xp.remainder(x, y, out=out), rules.broadcast,
     vjp=lambda g, out, x, y: (g, _grad_if(y, lambda: neg(mul(g, floor_divide(x, y))))),
-    doc="x - floor(x / y) * y: the sign of the divisor (Python's %).", **_BIN)
+    onnx=_lower_remainder, doc="x - floor(x / y) * y: the sign of the divisor (Python's %).",
+    **_BIN)
 fmod = defop(
     "fmod", lambda xp, x, y, out=None: xp.fmod(x, y, out=out), rules.broadcast,
     vjp=lambda g, out, x, y: (g, _grad_if(y, lambda: neg(mul(g, trunc_divide(x, y))))),
+    onnx=lambda ctx, node: ctx.emit("Mod", ctx.inputs(node), fmod=1),
     doc="x - trunc(x / y) * y: the sign of the dividend (C's fmod).", **_BIN)
 
 
