@@ -14,13 +14,68 @@ import numpy as np
 from .. import dtype as dt
 from ..tensor import Tensor
 from . import rules
-from .arith import add, div, mul, neg, sub, zero_grad
+from .arith import add, div, mul, neg, onnx_round_to_zero, sub, zero_grad
 from .opdef import defop
 
 
 def floating(x):
     """An integer or bool array as the default float dtype (what `rules.same_float` promises)."""
     return x if x.dtype.kind == "f" else x.astype(dt.get_default_dtype().np)
+
+
+# ---- ONNX lowerings (see export/context.py for `ctx`) --------------------------------------------
+def _float_in(ctx, node):
+    """(the input as the output's float dtype, that dtype): float math on integers."""
+    dtype = node.outputs[0].type.dtype
+    return ctx.input_as(node, 0, dtype), dtype
+
+
+def _lower_steps(*steps):
+    """A chain of ONNX ops on the (float) input; a step `(op, number)` combines the value with a
+    constant of its dtype, e.g. ("Sub", 1)."""
+    def lower(ctx, node):
+        x, dtype = _float_in(ctx, node)
+        for step in steps:
+            if isinstance(step, str):
+                x = ctx.emit(step, [x])
+            else:
+                op, number = step
+                x = ctx.emit(op, [x, ctx.scalar(number, dtype)])
+        return x
+    return lower
+
+
+def _lower_rounding(lower_float):
+    """`lower_float(ctx, x, dtype, **attrs)` on floats; integers are already whole."""
+    def lower(ctx, node):
+        x, dtype = ctx.input(node, 0), node.inputs[0].type.dtype
+        return lower_float(ctx, x, dtype, **node.attrs) if dtype.is_floating_point else x
+    return lower
+
+
+def _onnx_round(ctx, x, dtype, decimals=0):
+    """Round half to even, `decimals` digits after the point, as NumPy computes it."""
+    if not decimals:
+        return ctx.emit("Round", [x])
+    scale = ctx.scalar(10.0 ** abs(decimals), dtype)
+    first, then = ("Mul", "Div") if decimals > 0 else ("Div", "Mul")
+    return ctx.emit(then, [ctx.emit("Round", [ctx.emit(first, [x, scale])]), scale])
+
+
+def _lower_predicate(test, on_integers: bool):
+    """isnan/isinf/isfinite: `test(ctx, x)` on floats; on integers (always finite numbers) the
+    constant answer `on_integers`, shaped like x."""
+    def lower(ctx, node):
+        x = ctx.input(node, 0)
+        if node.inputs[0].type.dtype.is_floating_point:
+            return test(ctx, x)
+        always = ctx.emit("Equal", [x, x])
+        return always if on_integers else ctx.emit("Not", [always])
+    return lower
+
+
+def _onnx_isfinite(ctx, x):
+    return ctx.emit("Not", [ctx.emit("Or", [ctx.emit("IsNaN", [x]), ctx.emit("IsInf", [x])])])
 
 
 def _unary(name, kernel, vjp, *, reads=("x",), onnx=None, rule=rules.same_float, **flags):
@@ -97,24 +152,30 @@ _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 exp = _unary("exp", lambda xp, x, out=None: xp.exp(floating(x), out=out),
              lambda g, out, x: (mul(g, out),), reads=("out",), onnx="Exp", out_arg=True)
 expm1 = _unary("expm1", lambda xp, x, out=None: xp.expm1(floating(x), out=out),
-               lambda g, out, x: (mul(g, add(out, 1)),), reads=("out",), out_arg=True)
+               lambda g, out, x: (mul(g, add(out, 1)),), reads=("out",), out_arg=True,
+               onnx=_lower_steps("Exp", ("Sub", 1)))
 log = _unary("log", lambda xp, x, out=None: xp.log(floating(x), out=out),
              lambda g, out, x: (div(g, x),), onnx="Log", out_arg=True)
 log1p = _unary("log1p", lambda xp, x, out=None: xp.log1p(floating(x), out=out),
-               lambda g, out, x: (div(g, add(x, 1)),), out_arg=True)
+               lambda g, out, x: (div(g, add(x, 1)),), out_arg=True,
+               onnx=_lower_steps(("Add", 1), "Log"))
 log2 = _unary("log2", lambda xp, x, out=None: xp.log2(floating(x), out=out),
-              lambda g, out, x: (div(g, mul(x, math.log(2))),), out_arg=True)
+              lambda g, out, x: (div(g, mul(x, math.log(2))),), out_arg=True,
+              onnx=_lower_steps("Log", ("Div", math.log(2))))
 log10 = _unary("log10", lambda xp, x, out=None: xp.log10(floating(x), out=out),
-               lambda g, out, x: (div(g, mul(x, math.log(10))),), out_arg=True)
+               lambda g, out, x: (div(g, mul(x, math.log(10))),), out_arg=True,
+               onnx=_lower_steps("Log", ("Div", math.log(10))))
 sqrt = _unary("sqrt", lambda xp, x, out=None: xp.sqrt(floating(x), out=out),
               lambda g, out, x: (div(g, mul(out, 2)),), reads=("out",), onnx="Sqrt", out_arg=True)
 rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(floating(x)),
-               lambda g, out, x: (mul(g, mul(mul(out, out), mul(out, -0.5))),), reads=("out",))
+               lambda g, out, x: (mul(g, mul(mul(out, out), mul(out, -0.5))),), reads=("out",),
+               onnx=_lower_steps("Sqrt", "Reciprocal"))
 reciprocal = _unary("reciprocal", lambda xp, x, out=None: xp.reciprocal(floating(x), out=out),
                     lambda g, out, x: (neg(mul(g, mul(out, out))),), reads=("out",),
                     onnx="Reciprocal", out_arg=True)
 square = _unary("square", lambda xp, x, out=None: xp.square(x, out=out),
-                lambda g, out, x: (mul(g, mul(x, 2)),), rule=rules.same, out_arg=True)
+                lambda g, out, x: (mul(g, mul(x, 2)),), rule=rules.same, out_arg=True,
+                onnx=lambda ctx, node: ctx.emit("Mul", [ctx.input(node, 0)] * 2))
 sin = _unary("sin", lambda xp, x, out=None: xp.sin(floating(x), out=out),
              lambda g, out, x: (mul(g, cos(x)),), onnx="Sin", out_arg=True)
 cos = _unary("cos", lambda xp, x, out=None: xp.cos(floating(x), out=out),
@@ -131,14 +192,20 @@ abs_ = _unary("abs", lambda xp, x, out=None: xp.abs(x, out=out),
               lambda g, out, x: (mul(g, sign(x)),), rule=rules.same, onnx="Abs", out_arg=True)
 
 sign = _unary("sign", lambda xp, x: xp.sign(x), _zero_vjp, reads=(), onnx="Sign", rule=rules.same)
-floor = _rounding("floor", lambda xp, x: xp.floor(x), onnx="Floor")
-ceil = _rounding("ceil", lambda xp, x: xp.ceil(x), onnx="Ceil")
-trunc = _rounding("trunc", lambda xp, x: xp.trunc(x))
-round_op = _rounding("round", lambda xp, x, decimals=0: xp.round(x, decimals))
+floor = _rounding("floor", lambda xp, x: xp.floor(x),
+                  onnx=_lower_rounding(lambda ctx, x, dtype: ctx.emit("Floor", [x])))
+ceil = _rounding("ceil", lambda xp, x: xp.ceil(x),
+                 onnx=_lower_rounding(lambda ctx, x, dtype: ctx.emit("Ceil", [x])))
+trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), onnx=_lower_rounding(onnx_round_to_zero))
+round_op = _rounding("round", lambda xp, x, decimals=0: xp.round(x, decimals),
+                     onnx=_lower_rounding(_onnx_round))
 
-isnan = _predicate("isnan", lambda xp, x: xp.isnan(x), onnx="IsNaN")
-isinf = _predicate("isinf", lambda xp, x: xp.isinf(x), onnx="IsInf")
-isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
+isnan = _predicate("isnan", lambda xp, x: xp.isnan(x),
+                   onnx=_lower_predicate(lambda ctx, x: ctx.emit("IsNaN", [x]), False))
+isinf = _predicate("isinf", lambda xp, x: xp.isinf(x),
+                   onnx=_lower_predicate(lambda ctx, x: ctx.emit("IsInf", [x]), False))
+isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x),
+                      onnx=_lower_predicate(_onnx_isfinite, True))
 
 
 def round_fn(input, *, decimals: int = 0) -> Tensor:
