@@ -22,34 +22,61 @@ _ORDERED = dict(promote=True, elementwise=True)
 _BIN = dict(promote=True, elementwise=True, out_arg=True)
 
 
+# ---- ONNX lowerings (see export/context.py for `ctx`) ---------------------------------------
+def _lower_logical(op_type: str):
+    """Logical ops see their inputs as bools (nonzero is True)."""
+    def lower(ctx, node):
+        return ctx.emit(op_type, [ctx.input_as(node, i, dt.bool_) for i in range(len(node.inputs))])
+    return lower
+
+
+def _lower_bitwise(bool_type: str, int_type: str):
+    """And/Or/Xor/Not on bools; the Bitwise* ops (opset 18) on integers."""
+    def lower(ctx, node):
+        if node.inputs[0].type.dtype is not dt.bool_:
+            ctx.require_opset(18, f"{node.op.name} on integers ({int_type})")
+            return ctx.emit(int_type, ctx.inputs(node))
+        return ctx.emit(bool_type, ctx.inputs(node))
+    return lower
+
+
+def _lower_clamp(ctx, node):
+    """Clip with scalar bounds of x's dtype ("" for a missing one)."""
+    dtype = node.inputs[0].type.dtype
+    bounds = [ctx.scalar(node.attrs[k], dtype) if node.attrs.get(k) is not None else ""
+              for k in ("min", "max")]
+    return ctx.emit("Clip", [ctx.input(node, 0)] + bounds)
+
+
 def _comparison(name, kernel, onnx=None):
     return defop(name, kernel, rules.broadcast_bool, onnx=onnx, **_ORDERED)
 
 
 eq = _comparison("eq", lambda xp, x, y: xp.equal(x, y), "Equal")
-ne = _comparison("ne", lambda xp, x, y: xp.not_equal(x, y))
+ne = _comparison("ne", lambda xp, x, y: xp.not_equal(x, y),
+                 lambda ctx, node: ctx.emit("Not", [ctx.emit("Equal", ctx.inputs(node))]))
 lt = _comparison("lt", lambda xp, x, y: xp.less(x, y), "Less")
 le = _comparison("le", lambda xp, x, y: xp.less_equal(x, y), "LessOrEqual")
 gt = _comparison("gt", lambda xp, x, y: xp.greater(x, y), "Greater")
 ge = _comparison("ge", lambda xp, x, y: xp.greater_equal(x, y), "GreaterOrEqual")
 
 logical_and = defop("logical_and", lambda xp, x, y: xp.logical_and(x, y), rules.broadcast_bool,
-                    elementwise=True, onnx="And")
+                    elementwise=True, onnx=_lower_logical("And"))
 logical_or = defop("logical_or", lambda xp, x, y: xp.logical_or(x, y), rules.broadcast_bool,
-                   elementwise=True, onnx="Or")
+                   elementwise=True, onnx=_lower_logical("Or"))
 logical_xor = defop("logical_xor", lambda xp, x, y: xp.logical_xor(x, y), rules.broadcast_bool,
-                    elementwise=True, onnx="Xor")
+                    elementwise=True, onnx=_lower_logical("Xor"))
 logical_not = defop("logical_not", lambda xp, x: xp.logical_not(x), rules.same_bool,
-                    elementwise=True, onnx="Not")
+                    elementwise=True, onnx=_lower_logical("Not"))
 
 bitwise_and = defop("bitwise_and", lambda xp, x, y, out=None: xp.bitwise_and(x, y, out=out),
-                    rules.broadcast, **_BIN)
+                    rules.broadcast, onnx=_lower_bitwise("And", "BitwiseAnd"), **_BIN)
 bitwise_or = defop("bitwise_or", lambda xp, x, y, out=None: xp.bitwise_or(x, y, out=out),
-                   rules.broadcast, **_BIN)
+                   rules.broadcast, onnx=_lower_bitwise("Or", "BitwiseOr"), **_BIN)
 bitwise_xor = defop("bitwise_xor", lambda xp, x, y, out=None: xp.bitwise_xor(x, y, out=out),
-                    rules.broadcast, **_BIN)
+                    rules.broadcast, onnx=_lower_bitwise("Xor", "BitwiseXor"), **_BIN)
 bitwise_not = defop("bitwise_not", lambda xp, x, out=None: xp.invert(x, out=out), rules.same,
-                    elementwise=True, out_arg=True)
+                    elementwise=True, out_arg=True, onnx=_lower_bitwise("Not", "BitwiseNot"))
 
 
 def _where_rule(c, x, y):
@@ -61,7 +88,7 @@ where_op = defop(
     "where", lambda xp, c, x, y: xp.where(c, x, y), _where_rule,
     vjp=lambda g, out, c, x, y: (None, _grad_if(x, lambda: where(c, g, 0)),
                                  _grad_if(y, lambda: where(c, 0, g))),
-    saves=(0,), elementwise=True, onnx="Where")
+    saves=(0,), elementwise=True, onnx=lambda ctx, node: ctx.emit("Where", ctx.inputs(node)))
 
 
 def where(condition, input=None, other=None) -> Tensor | tuple:
@@ -106,18 +133,18 @@ def _clamp_vjp(g, out, x, min=None, max=None):  # noqa: A002 - PyTorch's argumen
 
 clamp_op = defop(
     "clamp", lambda xp, x, min=None, max=None, out=None: xp.clip(x, min, max, out=out),
-    rules.same, vjp=_clamp_vjp, saves=(0,), elementwise=True, out_arg=True, onnx="Clip",
+    rules.same, vjp=_clamp_vjp, saves=(0,), elementwise=True, out_arg=True, onnx=_lower_clamp,
     doc="Clamp to scalar bounds (attrs); past min > max everything becomes max, as in PyTorch.")
 clamp_min = defop(
     "clamp_min", lambda xp, x, bound, out=None: xp.maximum(x, bound, out=out), rules.broadcast,
     vjp=lambda g, out, x, bound: (_grad_if(x, lambda: where(ge(x, bound), g, 0)),
                                   _grad_if(bound, lambda: where(lt(x, bound), g, 0))),
-    doc="Clamp from below by a tensor.", **_BIN)
+    onnx="Max", doc="Clamp from below by a tensor.", **_BIN)
 clamp_max = defop(
     "clamp_max", lambda xp, x, bound, out=None: xp.minimum(x, bound, out=out), rules.broadcast,
     vjp=lambda g, out, x, bound: (_grad_if(x, lambda: where(le(x, bound), g, 0)),
                                   _grad_if(bound, lambda: where(gt(x, bound), g, 0))),
-    doc="Clamp from above by a tensor.", **_BIN)
+    onnx="Min", doc="Clamp from above by a tensor.", **_BIN)
 
 
 def check_bounds(min, max, name: str) -> None:  # noqa: A002
