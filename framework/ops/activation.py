@@ -76,22 +76,62 @@ def _softplus_vjp(g, out, x, beta=1.0, threshold=20.0):
     return (where(gt(bx, threshold), g, mul(g, sigmoid(bx))),)
 
 
+# ---- ONNX lowerings (see export/context.py for `ctx`) ---------------------------------------
+def _lower_relu(ctx, node):
+    x, dtype = ctx.input(node, 0), node.inputs[0].type.dtype
+    return ctx.emit("Relu", [x]) if dtype.is_floating_point else \
+        ctx.emit("Max", [x, ctx.scalar(0, dtype)])
+
+
+def _lower_gelu(ctx, node):
+    """Gelu from opset 20; before, its formula (exact with Erf, or the tanh approximation)."""
+    dtype = node.outputs[0].type.dtype
+    x, tanh_form = ctx.input_as(node, 0, dtype), node.attrs.get("approximate") == "tanh"
+    if ctx.opset >= 20:
+        return ctx.emit("Gelu", [x], approximate="tanh" if tanh_form else "none")
+
+    def times(a, number):
+        return ctx.emit("Mul", [a, ctx.scalar(number, dtype)])
+    if tanh_form:
+        cube = ctx.emit("Mul", [ctx.emit("Mul", [x, x]), x])
+        inner = times(ctx.emit("Add", [x, times(cube, _GELU_CUBIC)]), _SQRT_2_OVER_PI)
+        curve = ctx.emit("Tanh", [inner])
+    else:
+        curve = ctx.emit("Erf", [times(x, _SQRT_HALF)])
+    return ctx.emit("Mul", [times(x, 0.5), ctx.emit("Add", [curve, ctx.scalar(1, dtype)])])
+
+
+def _lower_silu(ctx, node):
+    x = ctx.input_as(node, 0, node.outputs[0].type.dtype)
+    return ctx.emit("Mul", [x, ctx.emit("Sigmoid", [x])])
+
+
+def _lower_softplus(ctx, node):
+    """log(1 + exp(beta x)) / beta, and x itself past the threshold (ONNX Softplus has neither
+    beta nor threshold)."""
+    dtype = node.outputs[0].type.dtype
+    x, beta = ctx.input_as(node, 0, dtype), ctx.scalar(node.attrs.get("beta", 1.0), dtype)
+    bx = ctx.emit("Mul", [x, beta])
+    past = ctx.emit("Greater", [bx, ctx.scalar(node.attrs.get("threshold", 20.0), dtype)])
+    return ctx.emit("Where", [past, x, ctx.emit("Div", [ctx.emit("Softplus", [bx]), beta])])
+
+
 sigmoid = defop("sigmoid", _sigmoid_kernel, rules.same_float,
                 vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),), saves=(), saves_out=True,
                 elementwise=True, out_arg=True, onnx="Sigmoid")
 relu_op = defop("relu", lambda xp, x, out=None: xp.maximum(x, 0, out=out), rules.same,
                 vjp=lambda g, out, x: (where(gt(out, 0), g, 0),), saves=(), saves_out=True,
-                elementwise=True, out_arg=True, onnx="Relu")
+                elementwise=True, out_arg=True, onnx=_lower_relu)
 gelu_op = defop("gelu", _gelu_kernel, rules.same_float, vjp=_gelu_vjp, saves=(0,),
-                elementwise=True, onnx="Gelu")
+                elementwise=True, onnx=_lower_gelu)
 silu_op = defop("silu", _silu_kernel, rules.same_float, vjp=_silu_vjp, saves=(0,),
-                elementwise=True)
+                elementwise=True, onnx=_lower_silu)
 softplus_op = defop("softplus", _softplus_kernel, rules.same_float, vjp=_softplus_vjp,
-                    saves=(0,), elementwise=True)  # ONNX Softplus has no beta/threshold
+                    saves=(0,), elementwise=True, onnx=_lower_softplus)
 hardtanh_op = defop(
     "hardtanh", clamp_op.kernel, rules.same,
     vjp=lambda g, out, x, min, max: (where(logical_and(gt(x, min), lt(x, max)), g, 0),),
-    saves=(0,), elementwise=True, out_arg=True, onnx="Clip",
+    saves=(0,), elementwise=True, out_arg=True, onnx=clamp_op.onnx,
     doc="clamp whose gradient is zero at the bounds too (PyTorch's hardtanh, relu6).")
 
 
