@@ -436,10 +436,16 @@ def _split_infer(x, dim, sizes):
     return tuple(_like(x, x.shape[:dim] + (k,) + x.shape[dim + 1:]) for k in sizes)
 
 
+def _lower_split(ctx, node):
+    sizes = ctx.attr(node, "sizes")
+    return ctx.emit("Split", [ctx.input(node, 0), ctx.ints(sizes)], outputs=len(sizes),
+                    axis=node.attrs["dim"])
+
+
 split_op = defop(
     "split", _split_kernel, _split_infer,
     vjp=lambda g, out, x, dim, sizes: (cat_op(*g, dim=dim),), saves=(), view=True,
-    num_outputs=0, onnx=None,
+    num_outputs=0, onnx=_lower_split,
     doc="Pieces of x along dim (views); num_outputs=0: as many outputs as `sizes`. Its VJP is "
         "one cat, so unbinding a sequence costs O(length), not O(length^2) as narrows would.")
 
