@@ -1,0 +1,226 @@
+"""Lowering an IR graph to ONNX nodes and initializers, node by node.
+
+Each live node becomes constants (when its outputs are empty, or computable at export time:
+constant folding with the op's own NumPy kernel) or the ONNX nodes its OpDef's `onnx` lowering
+emits. Parameters and buffers become initializers named after their state_dict keys; constant
+folding does not fold through them, so they stay in the file under those names (ONNX Runtime
+folds what it can when it loads the model).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from dualflow.ops.opdef import not_exportable
+
+from .context import LoweringContext
+from .dims import is_static
+from .errors import ExportError
+from .variants import array_of
+
+
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    """C order, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return np.require(array, requirements="C")
+
+
+def describe_node(node) -> str:
+    scope = f"in module '{node.scope}'" if node.scope else "in the top-level module"
+    where = f"at {node.source}, {scope}" if node.source else scope
+    return f"op '{node.op.name}' ({where})"
+
+
+class Exporter:
+    def __init__(self, sizes, opset: int, fold: bool, input_names: list, symbol_sources: dict):
+        self.sizes, self.opset, self.fold = sizes, opset, fold
+        self.symbol_sources = symbol_sources     # symbol -> (input name, axis)
+        self.nodes: list = []
+        self.initializers: list = []
+        self.names: dict = {}                    # value id -> ONNX name
+        self.constants: dict = {}                # value id -> array known at export time
+        self._const_names: dict = {}
+        self._dim_names: dict = {}
+        self._taken = set(input_names)
+        self._count = 0
+        self._node = None                        # the IR node being lowered
+        graph = sizes.graph
+        for v, name in zip(graph.inputs, input_names):
+            self.names[v.id] = name
+        for v in graph.params + graph.consts:
+            if not (v.kind == "param" and v.name) and v.id not in sizes.captured_fill:
+                self.constants[v.id] = array_of(v)
+        self.live_values = {v.id for v in graph.outputs}
+        for n in sizes.nodes:
+            self.live_values.update(v.id for v in n.inputs)
+
+    # ---- names and constants --------------------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        self._count += 1
+        name = f"{hint}_{self._count}"
+        while name in self._taken:
+            self._count += 1
+            name = f"{hint}_{self._count}"
+        self._taken.add(name)
+        return name
+
+    def const(self, array: np.ndarray) -> str:
+        key = (array.dtype.str, array.shape, hashlib.sha1(_contiguous(array)).digest())
+        name = self._const_names.get(key)
+        if name is None:
+            name = self._const_names[key] = self.fresh("const")
+            self.initializers.append(numpy_helper.from_array(_contiguous(array), name))
+        return name
+
+    def name_of(self, value) -> str:
+        name = self.names.get(value.id)
+        if name is not None:
+            return name
+        if value.id in self.constants:
+            name = self.const(self.constants[value.id])
+        elif value.id in self.sizes.captured_fill:
+            name = self._rebuilt_capture(value)
+        elif value.kind == "param":
+            name = value.name
+            if name in self._taken:
+                raise ExportError(f"the parameter name {name!r} is also used for an input or "
+                                  "another tensor; choose other input_names")
+            self._taken.add(name)
+            self.initializers.append(numpy_helper.from_array(_contiguous(array_of(value)), name))
+        else:
+            raise ExportError(f"value {value} is read before it is computed")
+        self.names[value.id] = name
+        return name
+
+    def _rebuilt_capture(self, value) -> str:
+        """A captured tensor of one repeated value whose shape follows dynamic axes: Expand."""
+        ctx = LoweringContext(self)
+        fill = np.asarray(self.sizes.captured_fill[value.id], dtype=value.type.dtype.np)
+        return ctx.emit("Expand", [ctx.const(fill), ctx.ints(self.sizes.shape(value))])
+
+    def dim_tensor(self, dim) -> str:
+        """A [1] int64 tensor holding a dynamic size, computed from the inputs' shapes."""
+        if dim in self._dim_names:
+            return self._dim_names[dim]
+        if dim.terms is None:
+            raise ExportError(f"a size ({dim}: {dim.values[0]} as traced) does not follow the "
+                              "dynamic axes linearly, so it cannot be computed at run time")
+        ctx = LoweringContext(self)
+        acc = None
+        for sym, coeff in dim.terms:
+            src, axis = self.symbol_sources[sym]
+            size = ctx.emit("Gather", [ctx.emit("Shape", [src]), ctx.ints([axis])], axis=0)
+            if coeff != 1:
+                size = ctx.emit("Mul", [size, ctx.ints([coeff])])
+            acc = size if acc is None else ctx.emit("Add", [acc, size])
+        if dim.const:
+            acc = ctx.emit("Add", [acc, ctx.ints([dim.const])])
+        self._dim_names[dim] = acc
+        return acc
+
+    def add_node(self, proto) -> None:
+        n = self._node
+        scope = n.scope.replace(".", "/") if n is not None and n.scope else ""
+        proto.name = f"/{scope}/{proto.op_type}_{len(self.nodes)}" if scope else \
+            f"/{proto.op_type}_{len(self.nodes)}"
+        if n is not None and n.source:
+            proto.doc_string = f"{n.op.name} at {n.source}"
+        self.nodes.append(proto)
+
+    # ---- lowering -------------------------------------------------------------------------------
+    def run(self) -> None:
+        for node in self.sizes.nodes:
+            self._node = node
+            try:
+                self._lower(node)
+            except ExportError as exc:
+                raise ExportError(f"{describe_node(node)} cannot be exported: {exc}") from None
+            except Exception as exc:  # a lowering bug: still say where
+                raise ExportError(f"{describe_node(node)}: its ONNX lowering failed with "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        self._node = None
+
+    def _static_outputs(self, node) -> bool:
+        return all(is_static(self.sizes.shape(v)) for v in node.outputs)
+
+    def _lower(self, node) -> None:
+        if self._static_outputs(node):
+            if all(0 in v.type.shape for v in node.outputs):
+                for v in node.outputs:
+                    self.constants[v.id] = np.zeros(v.type.shape, v.type.dtype.np)
+                return
+            if self.fold and node.op.pure and all(v.id in self.constants for v in node.inputs):
+                self._fold(node)
+                return
+        onnx = node.op.onnx
+        if isinstance(onnx, not_exportable):
+            raise ExportError(onnx.reason)
+        if onnx is None:
+            raise ExportError("it has no ONNX lowering yet")
+        ctx = LoweringContext(self)
+        result = self._one_to_one(ctx, node, onnx) if isinstance(onnx, str) else onnx(ctx, node)
+        dynamic = self.sizes.attrs.get(id(node), {})
+        for name, value in dynamic.items():
+            if not is_static(value) and name not in ctx.read_attrs:
+                raise ExportError(f"its attribute {name!r} = {value!r} follows a dynamic axis, "
+                                  "which its lowering does not support")
+        results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(node.outputs):
+            raise ExportError(f"its lowering returned {len(results)} outputs for "
+                              f"{len(node.outputs)}")
+        for v, name in zip(node.outputs, results):
+            if name is None and v.id in self.live_values:
+                raise ExportError(f"its lowering skipped output {v}, which is used")
+            if name is not None:
+                self.names[v.id] = name
+
+    def _fold(self, node) -> None:
+        arrays = [self.constants[v.id] for v in node.inputs]
+        res = node.op.kernel(np, *arrays, **node.attrs)
+        res = res if isinstance(res, tuple) else (res,)
+        for v, r in zip(node.outputs, res):
+            self.constants[v.id] = np.asarray(r, dtype=v.type.dtype.np).reshape(v.type.shape)
+
+    def _one_to_one(self, ctx, node, op_type: str) -> str:
+        """`onnx="Relu"`: the same inputs and outputs, no attributes. Elementwise ops with a
+        floating result take non-float inputs cast to it (exp of an int tensor is a float)."""
+        if node.attrs:
+            raise ExportError(f"its lowering is the plain ONNX op {op_type!r}, which cannot "
+                              f"carry its attributes {node.attrs}")
+        out = node.outputs[0].type.dtype
+        inputs = [ctx.input_as(node, i, out) if node.op.elementwise and out.is_floating_point
+                  else ctx.input(node, i) for i in range(len(node.inputs))]
+        n = len(node.outputs)
+        return ctx.emit(op_type, inputs) if n == 1 else ctx.emit(op_type, inputs, outputs=n)
+
+    # ---- outputs --------------------------------------------------------------------------------
+    def finish(self, output_names: list) -> None:
+        """Give the graph outputs their names, then drop nodes and initializers nobody reads."""
+        produced = {o for n in self.nodes for o in n.output}
+        claimed: dict = {}
+        ctx = LoweringContext(self)
+        for v, out in zip(self.sizes.graph.outputs, output_names):
+            name = self.name_of(v)
+            if name in produced and name not in claimed:
+                claimed[name] = out
+            else:
+                ctx.emit("Identity", [name], outputs=[out])
+        for n in self.nodes:
+            for seq in (n.input, n.output):
+                for i, name in enumerate(seq):
+                    if name in claimed:
+                        seq[i] = claimed[name]
+        live = set(output_names)
+        kept = []
+        for n in reversed(self.nodes):
+            if any(o in live for o in n.output):
+                kept.append(n)
+                live.update(i for i in n.input if i)
+        self.nodes = kept[::-1]
+        self.initializers = [t for t in self.initializers if t.name in live]
+
+
+def value_info(name: str, dtype, dims: list):
+    from .context import onnx_dtype
+    return helper.make_tensor_value_info(name, onnx_dtype(dtype), dims)

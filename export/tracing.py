@@ -1,0 +1,119 @@
+"""Tracing a Module or an nn.Graph for inference, once per size of the dynamic axes.
+
+A Module is traced in eval mode under no_grad; an nn.Graph's `build` likewise (its optimizers are
+not run: an exported model is an inference graph, and a `build` that calls `backward()` is a
+training graph, which is reported). Train/eval flags are restored afterwards.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+
+import dualflow as flow
+from dualflow.graph import Trace, TracedTensor
+from dualflow.graph.pytree import flatten
+from dualflow.nn import Graph as NNGraph
+from dualflow.nn import Module
+from dualflow.tensor import Tensor
+
+from .errors import ExportError
+
+
+def _module_names(roots: dict) -> tuple[dict, dict]:
+    """Readable names (state_dict keys, module paths) for everything under `roots`."""
+    names, module_names = {}, {}
+    for prefix, m in roots.items():
+        dot = f"{prefix}." if prefix else ""
+        names.update({id(t): dot + n for n, t in m.named_parameters()})
+        names.update({id(t): dot + n for n, t in m.named_buffers()})
+        module_names.update({id(s): dot + n if n else prefix for n, s in m.named_modules()})
+    return names, module_names
+
+
+@contextmanager
+def _inference(modules: list):
+    """Eval mode and no_grad for the trace; every module's own flag comes back afterwards."""
+    flags = [(m, m.training) for root in modules for m in root.modules()]
+    for root in modules:
+        root.eval()
+    try:
+        with flow.no_grad():
+            yield
+    finally:
+        for m, training in flags:
+            m.training = training
+
+
+def _no_backward(self, *args, **kwargs):
+    raise ExportError("build() called backward(): this nn.Graph is a training graph. to_onnx "
+                      "exports inference graphs; export the model itself, or an nn.Graph whose "
+                      "build() returns the predictions")
+
+
+@contextmanager
+def _backward_refused():
+    TracedTensor.backward = _no_backward
+    try:
+        yield
+    finally:
+        del TracedTensor.backward
+
+
+def _run(fn, inputs):
+    return fn(*inputs)
+
+
+# Layers built into dualflow have no user frame of their own, so their nodes are attributed to
+# the innermost frame outside dualflow: `_run` here. They are re-attributed to the caller.
+_RUN_SITE = f"{os.path.basename(__file__)}:{_run.__code__.co_firstlineno + 1}"
+
+
+def trace_model(model, args: tuple, call_site: str = ""):
+    """(IR graph, output tree) of `model(*args)` for inference; nodes traced inside dualflow's
+    own layers are attributed to `call_site` (the user's `to_onnx` call)."""
+    if isinstance(model, NNGraph):
+        roots, fn, name = dict(model._modules), model.build, type(model).__name__
+    elif isinstance(model, Module):
+        roots, fn, name = {"": model}, model, type(model).__name__
+    else:
+        raise TypeError(f"to_onnx: expected a dualflow nn.Module or nn.Graph, got "
+                        f"{type(model).__name__}")
+    names, module_names = _module_names(roots)
+    trace = Trace(name, names, module_names)
+    with _inference(list(roots.values())), _backward_refused(), trace:
+        out = _run(fn, trace.inputs(args))
+        leaves, tree = flatten(out, f"{name} output")
+        trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
+    for n in trace.graph.nodes:
+        if n.source == _RUN_SITE:
+            n.source = call_site
+    if trace.graph.state_updates:
+        written = ", ".join(repr(trace.graph._param_name(t)) for t, _ in trace.graph.state_updates)
+        raise ExportError(f"the traced forward of {name} writes to {written} in place; an ONNX "
+                          "model has no state to update (is a layer still in training mode?)")
+    return trace.graph, tree
+
+
+def caller_site(depth: int) -> str:
+    """`file.py:line` of the frame `depth` levels above the caller."""
+    f = sys._getframe(depth + 1)
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def resized(args: tuple, axes: dict, sizes: dict) -> tuple:
+    """The example arguments with every dynamic axis set to `sizes[symbol]` (zeros: a trace reads
+    shapes and dtypes, never values). `axes[i]` maps input i's axes to symbols."""
+    out = []
+    k = 0
+    for a in args:
+        if isinstance(a, Tensor):
+            shape = list(a.shape)
+            for axis, sym in axes.get(k, {}).items():
+                shape[axis] = sizes[sym]
+            out.append(flow.zeros(tuple(shape), dtype=a.dtype, device=a.device) if
+                       tuple(shape) != tuple(a.shape) else a)
+            k += 1
+        else:
+            out.append(a)
+    return tuple(out)

@@ -1,0 +1,49 @@
+"""Every exportable registry op, one model per declared sample (float inputs as float32), at
+opsets 13 and 17: the ONNX checker accepts the model and onnxruntime matches eager."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from .helpers import OneOp, assert_close, eager_outputs, export_checked, run
+
+import dualflow as flow  # noqa: E402
+from dualflow.export import ExportError  # noqa: E402
+from dualflow.ops import REGISTRY  # noqa: E402
+from dualflow.ops.opdef import not_exportable  # noqa: E402
+
+from ..ops.samples import all_samples  # noqa: E402
+
+SAMPLES = all_samples()
+CASES = [pytest.param(name, s, id=s.id(name, i))
+         for name, samples in sorted(SAMPLES.items()) if name in REGISTRY
+         and not isinstance(REGISTRY[name].onnx, not_exportable)
+         for i, s in enumerate(samples)]
+
+
+def test_every_op_has_a_lowering_or_a_reason():
+    missing = sorted(n for n, op in REGISTRY.items() if op.onnx is None)
+    assert not missing, f"ops without an ONNX lowering or not_exportable(reason): {missing}"
+
+
+def _tensors(sample):
+    return tuple(flow.tensor(a.astype(np.float32) if a.dtype.kind == "f" else a)
+                 for a in sample.inputs)
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("name,sample", CASES)
+def test_op_matches_eager_in_onnxruntime(name, sample, opset):
+    model, args = OneOp(REGISTRY[name], sample.attrs), _tensors(sample)
+    try:
+        proto = export_checked(model, args, opset)
+    except ExportError as exc:  # a lowering that needs a newer opset says which
+        need = re.search(r"needs opset (\d+)", str(exc))
+        if need is None:
+            raise
+        assert int(need.group(1)) > opset
+        proto = export_checked(model, args, int(need.group(1)))
+    assert_close(run(proto, [a.numpy() for a in args]), eager_outputs(model, args),
+                 f"{name} at opset {opset}")
