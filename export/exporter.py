@@ -17,19 +17,13 @@ from dualflow.ops.opdef import not_exportable
 
 from .context import LoweringContext
 from .dims import is_static
-from .errors import ExportError
+from .errors import ExportError, describe_node
 from .variants import array_of
 
 
 def _contiguous(array: np.ndarray) -> np.ndarray:
     """C order, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
     return np.require(array, requirements="C")
-
-
-def describe_node(node) -> str:
-    scope = f"in module '{node.scope}'" if node.scope else "in the top-level module"
-    where = f"at {node.source}, {scope}" if node.source else scope
-    return f"op '{node.op.name}' ({where})"
 
 
 class Exporter:
@@ -195,13 +189,32 @@ class Exporter:
         return ctx.emit(op_type, inputs) if n == 1 else ctx.emit(op_type, inputs, outputs=n)
 
     # ---- outputs --------------------------------------------------------------------------------
+    def _merge_repeats(self) -> dict:
+        """Common subexpressions: a node with the op, inputs and attributes of an earlier one
+        reuses its outputs (lowerings emit e.g. one Shape per dynamic size). Returns the renames."""
+        seen, alias, kept = {}, {}, []
+        for n in self.nodes:
+            for i, name in enumerate(n.input):
+                n.input[i] = alias.get(name, name)
+            key = (n.op_type, tuple(n.input), tuple(a.SerializeToString() for a in n.attribute))
+            if key in seen:
+                alias.update(zip(n.output, seen[key].output))
+                continue
+            seen[key] = n
+            kept.append(n)
+        self.nodes = kept
+        return alias
+
     def finish(self, output_names: list) -> None:
-        """Give the graph outputs their names, then drop nodes and initializers nobody reads."""
+        """Merge repeated nodes, give the graph outputs their names, then drop nodes and
+        initializers nobody reads."""
+        alias = self._merge_repeats()
         produced = {o for n in self.nodes for o in n.output}
         claimed: dict = {}
         ctx = LoweringContext(self)
         for v, out in zip(self.sizes.graph.outputs, output_names):
             name = self.name_of(v)
+            name = alias.get(name, name)
             if name in produced and name not in claimed:
                 claimed[name] = out
             else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dims import Variants, is_static, merge_attr
-from .errors import ExportError
+from .errors import ExportError, describe_node
 
 
 def live_nodes(graph) -> list:
@@ -47,14 +47,10 @@ class Sizes:
         return self.attrs.get(id(node), node.attrs)
 
 
-def _where(node) -> str:
-    return f"{node.op.name} ({node.where()})" if node.where() else node.op.name
-
-
 def _first_user(nodes, value) -> str:
     for n in nodes:
         if any(v.id == value.id for v in n.inputs):
-            return _where(n)
+            return describe_node(n)
     return "a graph output"
 
 
@@ -62,12 +58,14 @@ def _check_same_structure(g0, g, nodes0, desc: str) -> list:
     nodes = live_nodes(g)
     if len(nodes) != len(nodes0):
         raise ExportError(f"the traced graph changes with {desc}: {len(nodes0)} nodes vs "
-                          f"{len(nodes)}; the model's Python code depends on that size")
+                          f"{len(nodes)}; the model's Python code depends on that size (a loop "
+                          "over it, or a branch on it), so the axis cannot be dynamic")
     for a, b in zip(nodes0, nodes):
         if a.op is not b.op or [v.id for v in a.inputs] != [v.id for v in b.inputs] or \
                 set(a.attrs) != set(b.attrs):
-            raise ExportError(f"the traced graph changes with {desc}: {_where(a)} became "
-                              f"{_where(b)}; the model's Python code depends on that size")
+            raise ExportError(f"the traced graph changes with {desc}: {describe_node(a)} "
+                              f"became {describe_node(b)}; the model's Python code depends on "
+                              "that size, so the axis cannot be dynamic")
     if [v.id for v in g.outputs] != [v.id for v in g0.outputs]:
         raise ExportError(f"the traced graph's outputs change with {desc}")
     return nodes
@@ -105,7 +103,7 @@ def match(graphs: list, variants: Variants, describe) -> Sizes:
             _check_constant(sizes, [vals[vid] for vals in values], nodes0, describe)
     for k, n in enumerate(nodes0):
         trees = {name: [nodes[k].attrs[name] for nodes in per_graph] for name in n.attrs}
-        merged = {name: merge_attr(variants, t, f"{_where(n)}, attribute {name!r}")
+        merged = {name: merge_attr(variants, t, f"{describe_node(n)}, attribute {name!r}")
                   for name, t in trees.items()}
         if not is_static(list(merged.values())):
             sizes.attrs[id(n)] = merged
@@ -120,9 +118,9 @@ def _check_constant(sizes: Sizes, versions: list, nodes, describe) -> None:
     if all(a.shape == arrays[0].shape for a in arrays):
         if all(np.array_equal(a, arrays[0], equal_nan=True) for a in arrays[1:]):
             return
-        raise ExportError(f"a constant used by {_first_user(nodes, v)} has values that change "
-                          f"with {describe(1)}: a number computed from a dynamic size was baked "
-                          "into the graph")
+        raise ExportError(f"{_first_user(nodes, v)} reads a constant whose value changes with "
+                          f"{describe(1)}: a number computed from a dynamic size (such as "
+                          "x.shape[0]) is baked into a traced graph; compute it with tensor ops")
     if v.kind == "param" and v.name:
         raise ExportError(f"parameter {v.name!r} changes shape with {describe(1)}")
     flat = [a.reshape(-1) for a in arrays]

@@ -10,6 +10,7 @@ ort = pytest.importorskip("onnxruntime")
 import dualflow as flow  # noqa: E402
 from dualflow import nn  # noqa: E402
 from dualflow.export import to_onnx  # noqa: E402
+from dualflow.graph.pytree import flatten  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -39,11 +40,11 @@ def run(model_proto, arrays) -> list:
 
 
 def eager_outputs(model, args) -> list:
+    """The model's outputs in eval mode, flattened in order (as the exported graph returns)."""
     model.eval()
     with flow.no_grad():
         out = model(*args)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return [o.numpy() for o in outs]
+    return [o.numpy() for o in flatten(out)[0]]
 
 
 def assert_close(got, want, what: str = "") -> None:
