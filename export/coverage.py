@@ -1,0 +1,114 @@
+"""The ONNX coverage table, generated from the op registry:
+
+    python -m dualflow.export.coverage > docs/onnx_coverage.md
+
+Each op's row is found by exporting it: a one-op model per sample declared in the repository's
+`tests/ops/samples` (run from the repository root), at every opset from 13 up. The ONNX ops are
+those its models contain; the opsets, those at which every sample exports.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import onnx
+
+import dualflow as flow
+from dualflow import nn
+from dualflow.ops import REGISTRY
+from dualflow.ops.opdef import not_exportable
+
+from .api import MIN_OPSET, to_onnx
+from .errors import ExportError
+
+TESTED_OPSETS = (13, 17)  # the opsets tests/export runs every sample at in onnxruntime
+
+
+class _OneOp(nn.Module):
+    def __init__(self, op, attrs: dict):
+        super().__init__()
+        self.op, self.attrs = op, attrs
+
+    def forward(self, *xs):
+        return self.op(*xs, **self.attrs)
+
+
+def _samples() -> dict:
+    try:
+        from tests.ops.samples import all_samples
+    except ImportError:
+        raise SystemExit("dualflow.export.coverage needs the repository's tests/ops/samples: "
+                         "run it from the repository root") from None
+    return all_samples()
+
+
+def _exports(op, samples, opset: int) -> set | None:
+    """The ONNX op types of the op's sample models at `opset`, or None if one does not export."""
+    used = set()
+    for s in samples:
+        args = tuple(flow.tensor(a.astype(np.float32) if a.dtype.kind == "f" else a)
+                     for a in s.inputs)
+        try:
+            proto = to_onnx(_OneOp(op, s.attrs), args, opset_version=opset)
+        except ExportError:
+            return None
+        used.update(n.op_type for n in proto.graph.node)
+    return used
+
+
+def _opset_range(opsets: list) -> str:
+    if not opsets:
+        return "none"
+    last = onnx.defs.onnx_opset_version()
+    return f"{opsets[0]}+" if opsets == list(range(opsets[0], last + 1)) else \
+        ", ".join(map(str, opsets))
+
+
+def rows() -> list:
+    """(op, ONNX ops, opsets, notes) for every registered op, sorted by name."""
+    samples, out = _samples(), []
+    for name in sorted(REGISTRY):
+        op = REGISTRY[name]
+        if isinstance(op.onnx, not_exportable):
+            out.append((name, "", "", f"not exportable: {op.onnx.reason}"))
+            continue
+        if op.onnx is None:
+            out.append((name, "", "", "**no lowering yet**"))
+            continue
+        used, opsets = set(), []
+        for opset in range(MIN_OPSET, onnx.defs.onnx_opset_version() + 1):
+            ops = _exports(op, samples.get(name, []), opset)
+            if ops is not None:
+                used |= ops
+                opsets.append(opset)
+        kind = "1:1" if isinstance(op.onnx, str) else "lowering"
+        note = f"{kind}, {len(samples.get(name, []))} samples"
+        out.append((name, ", ".join(sorted(used)) or "(constant)", _opset_range(opsets), note))
+    return out
+
+
+def markdown() -> str:
+    table = rows()
+    exportable = sum(1 for r in table if not r[3].startswith(("not exportable", "**no")))
+    lines = [
+        "# ONNX export coverage",
+        "",
+        "Generated from the op registry by `python -m dualflow.export.coverage` (do not edit by "
+        "hand). Each exportable op is exported as a one-op model per sample in "
+        "`tests/ops/samples`; *ONNX ops* are the node types those models contain, *opsets* the "
+        "opsets at which every sample exports. `tests/export` runs every sample in onnxruntime "
+        f"at opsets {' and '.join(map(str, TESTED_OPSETS))} (and at the first opset an op "
+        "needs, when later) against eager results.",
+        "",
+        f"{exportable} of {len(table)} ops export; the others are training-only (random draws, "
+        "gradient ops) or have no ONNX equivalent.",
+        "",
+        "| op | ONNX ops | opsets | notes |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| `{name}` | {ops} | {opsets} | {note} |" for name, ops, opsets, note in table]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
