@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 
 from . import memory, micro
 from .report import compute_ratios, environment
@@ -18,8 +19,11 @@ SETTINGS = {
 }
 
 
+_START = time.perf_counter()
+
+
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(f"[{time.perf_counter() - _START:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 def _stats_entry(st) -> dict:
@@ -94,7 +98,8 @@ def _memory(report: dict, systems, skip_reason: str | None) -> None:
     if skip_reason:
         results = {p: {"status": f"skipped: {skip_reason}"} for p in pairs}
     else:
-        log(f"memory: {len(pairs)} probes, each in a fresh subprocess ...")
+        n_proc = len({name for _, name in pairs})
+        log(f"memory: {len(pairs)} probes in {n_proc} fresh subprocesses (one per system) ...")
         results = memory.measure(pairs)
     for (wl, name), result in results.items():
         report["workloads"][wl].setdefault("memory", {})[name] = result

@@ -1,7 +1,7 @@
 """Peak memory of one training step, measured the same way for every system.
 
-Each (workload, system) runs in a fresh subprocess: build, compile, warm up (3 steps); then, three
-times: drop gradients (so every system rests in the same state: weights + optimizer state),
+Each system runs in a fresh subprocess that takes the workloads in turn: build, compile, warm up
+(3 steps); then, three times: drop gradients (so every system rests in the same state: weights + optimizer state),
 collect garbage, read the resident set size, reset the kernel's high-water mark
 (`/proc/self/clear_refs` <- 5), run one step and read the new high-water mark (`VmHWM`).
 The reported number is the median of (VmHWM - VmRSS before the step): the extra resident memory a
@@ -72,46 +72,62 @@ def _tracemalloc_step_kib(prepared) -> float:
         tracemalloc.stop()
 
 
-def probe(workload_name: str, system_name: str) -> dict:
-    """Runs inside the subprocess: the measurements of one system on one workload."""
-    from .systems import all_systems
+def probe_one(workload_name: str, system) -> dict:
+    """The measurements of one system on one workload, in this process."""
     from .workloads import WORKLOADS, reference_weights
     workload = WORKLOADS[workload_name]
-    system = next(s for s in all_systems() if s.name == system_name)
     x, y = workload.data()
     prepared = system.prepare_train(workload, x, y, reference_weights(workload_name))
     for _ in range(3):
         prepared.fn()
-    out = {"rss_step_kib": _rss_step_kib(prepared)}
+    out = {"status": "ok", "rss_step_kib": _rss_step_kib(prepared)}
     if system.numpy_backed:
         out["tracemalloc_step_kib"] = _tracemalloc_step_kib(prepared)
     return out
 
 
-def _run_probe(workload_name: str, system_name: str, timeout: float) -> dict:
+def probe(system_name: str, workload_names: list[str]) -> dict:
+    """Runs inside the subprocess: {workload: measurements} for one system."""
+    from .systems import all_systems
+    from .timing import describe_error
+    system = next(s for s in all_systems() if s.name == system_name)
+    out = {}
+    for name in workload_names:
+        try:
+            out[name] = probe_one(name, system)
+        except Exception as err:
+            out[name] = {"status": f"failed: {describe_error(err)}"}
+        gc.collect()
+    return out
+
+
+def _run_probe(system_name: str, workload_names: list[str], timeout: float) -> dict:
     env = {**os.environ, **MALLOC_ENV,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "benchmarks.memory", workload_name, system_name]
+    cmd = [sys.executable, "-m", "benchmarks.memory", system_name, *workload_names]
     try:
         done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
                               timeout=timeout)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode == 0 and lines:
+            return json.loads(lines[-1])
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1][:160]
     except subprocess.TimeoutExpired:
-        return {"status": f"failed: memory probe timed out after {timeout:.0f} s"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        err = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"status": f"failed: {err[:160]}"}
-    return {"status": "ok", **json.loads(lines[-1])}
+        why = f"memory probe timed out after {timeout:.0f} s"
+    return {name: {"status": f"failed: {why}"} for name in workload_names}
 
 
-def measure(pairs: list[tuple[str, str]], timeout: float = 600.0, workers: int = 2) -> dict:
-    """{(workload, system): result} for each pair, probes run `workers` at a time.
+def measure(pairs: list[tuple[str, str]], timeout: float = 900.0, workers: int = 2) -> dict:
+    """{(workload, system): result} for each pair: one subprocess per system, `workers` at once.
 
     Probes only measure memory, so running two at once does not bias them; timing never
     overlaps with them."""
+    by_system: dict[str, list[str]] = {}
+    for workload, system in pairs:
+        by_system.setdefault(system, []).append(workload)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(lambda p: _run_probe(*p, timeout), pairs)
-        return dict(zip(pairs, results))
+        results = pool.map(lambda item: _run_probe(*item, timeout), by_system.items())
+        return {(w, s): r for s, res in zip(by_system, results) for w, r in res.items()}
 
 
 def available() -> str | None:
@@ -129,4 +145,4 @@ def available() -> str | None:
 if __name__ == "__main__":
     import warnings
     warnings.simplefilter("ignore")
-    print(json.dumps(probe(sys.argv[1], sys.argv[2])))
+    print(json.dumps(probe(sys.argv[1], sys.argv[2:])))

@@ -113,7 +113,8 @@ def test_ratios_and_text_name_failures():
 def test_memory_probe_measures_a_step():
     if memory.available() is not None:
         pytest.skip(memory.available())
-    out = memory.probe("mlp_small", "df_eager")
+    out = memory.probe("df_eager", ["mlp_small"])["mlp_small"]
+    assert out["status"] == "ok"
     assert out["tracemalloc_step_kib"] > 0 and out["rss_step_kib"] >= 0
 
 
