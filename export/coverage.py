@@ -21,7 +21,7 @@ from dualflow.ops.opdef import not_exportable
 from .api import MIN_OPSET, to_onnx
 from .errors import ExportError
 
-TESTED_OPSETS = (13, 17)  # the opsets tests/export runs every sample at in onnxruntime
+TESTED_OPSETS = (13, 17, 18)  # the opsets tests/export runs every sample at in onnxruntime
 
 
 class _OneOp(nn.Module):
@@ -97,7 +97,7 @@ def markdown() -> str:
         "hand). Each exportable op is exported as a one-op model per sample in "
         "`tests/ops/samples`; *ONNX ops* are the node types those models contain, *opsets* the "
         "opsets at which every sample exports. `tests/export` runs every sample in onnxruntime "
-        f"at opsets {' and '.join(map(str, TESTED_OPSETS))} (and at the first opset an op "
+        f"at opsets {', '.join(map(str, TESTED_OPSETS))} (and at the first opset an op "
         "needs, when later) against eager results.",
         "",
         f"{exportable} of {len(table)} ops export; the others are training-only (random draws, "

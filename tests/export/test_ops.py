@@ -1,5 +1,6 @@
 """Every exportable registry op, one model per declared sample (float inputs as float32), at
-opsets 13 and 17: the ONNX checker accepts the model and onnxruntime matches eager."""
+opsets 13, 17 and 18 (where reductions take their axes as an input): the ONNX checker accepts
+the model and onnxruntime matches eager."""
 from __future__ import annotations
 
 import re
@@ -33,7 +34,7 @@ def _tensors(sample):
                  for a in sample.inputs)
 
 
-@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("opset", [13, 17, 18])
 @pytest.mark.parametrize("name,sample", CASES)
 def test_op_matches_eager_in_onnxruntime(name, sample, opset):
     model, args = OneOp(REGISTRY[name], sample.attrs), _tensors(sample)
