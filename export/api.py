@@ -140,8 +140,17 @@ def _trace_variants(model, args, in_axes: dict, tensors: list, input_names: list
     sizes = [dict(base)] + [{**base, s: base[s] + 1} for s in symbols]
     if symbols:
         sizes.append({s: n + 2 for s, n in base.items()})
-    graphs = [graph] + [trace_model(model, resized(args, in_axes, s), site)[0] for s in sizes[1:]]
-    return Variants(symbols, sizes), graphs
+    variants, graphs = Variants(symbols, sizes), [graph]
+    for k, s in enumerate(sizes[1:], 1):
+        try:
+            graphs.append(trace_model(model, resized(args, in_axes, s), site)[0])
+        except ExportError:
+            raise
+        except Exception as exc:
+            raise ExportError(f"tracing the model again with {_describe(variants, k)} failed: "
+                              f"{exc}. Mark the axis dynamic on every input that shares it, or "
+                              "leave it static") from exc
+    return variants, graphs
 
 
 def _describe(variants: Variants, k: int) -> str:

@@ -81,10 +81,15 @@ def trace_model(model, args: tuple, call_site: str = ""):
                         f"{type(model).__name__}")
     names, module_names = _module_names(roots)
     trace = Trace(name, names, module_names)
-    with _inference(list(roots.values())), _backward_refused(), trace:
-        out = _run(fn, trace.inputs(args))
-        leaves, tree = flatten(out, f"{name} output")
-        trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
+    try:
+        with _inference(list(roots.values())), _backward_refused(), trace:
+            out = _run(fn, trace.inputs(args))
+            leaves, tree = flatten(out, f"{name} output")
+            trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
+    except Exception as exc:  # an error inside a built-in layer: point at the to_onnx call
+        if exc.args and isinstance(exc.args[0], str) and _RUN_SITE in exc.args[0]:
+            exc.args = (exc.args[0].replace(_RUN_SITE, call_site),) + exc.args[1:]
+        raise
     for n in trace.graph.nodes:
         if n.source == _RUN_SITE:
             n.source = call_site

@@ -179,3 +179,35 @@ def test_a_training_graph_is_refused():
     with pytest.raises(ExportError, match="backward.*training graph"):
         to_onnx(_TrainStep(model), (flow.randn(2, 1, 8, 8), flow.tensor([1, 2])))
     assert model.training
+
+
+def _layers():
+    flow.manual_seed(0)
+    x4, x2, seq = flow.randn(2, 3, 8, 8), flow.randn(4, 6), flow.randn(2, 5, 8)
+    return [
+        ("attention", nn.MultiheadAttention(8, 2, batch_first=True), (seq, seq[:, :4], seq[:, :4])),
+        ("decoder", nn.TransformerDecoderLayer(8, 2, 16, batch_first=True, norm_first=True,
+                                               activation="gelu"), (seq, seq[:, :4])),
+        ("conv", nn.Sequential(nn.Conv1d(3, 4, 3, padding=1),
+                               nn.ConvTranspose1d(4, 2, 3, stride=2)), (flow.randn(2, 3, 10),)),
+        ("pool-pad", nn.Sequential(nn.ReflectionPad2d(2), nn.ReplicationPad2d(1),
+                                   nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True),
+                                   nn.MaxPool2d(2, ceil_mode=True), nn.AdaptiveAvgPool2d((2, 1))),
+         (x4,)),
+        ("norms", nn.Sequential(nn.GroupNorm(3, 3), nn.Flatten(), nn.LayerNorm(192),
+                                nn.RMSNorm(192)), (x4,)),
+        ("activations", nn.Sequential(nn.ELU(), nn.GELU("tanh"), nn.SELU(), nn.Hardswish(),
+                                      nn.LeakyReLU(), nn.Mish(), nn.Softplus(2.0), nn.GLU()),
+         (x2,)),
+        ("embedding", nn.Embedding(10, 4, padding_idx=0), (flow.tensor([[1, 2, 0], [9, 3, 3]]),)),
+        ("gru-cell", nn.GRUCell(3, 4), (flow.randn(2, 3),)),
+    ]
+
+
+@pytest.mark.parametrize("name,model,args", _layers(),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_layers_with_a_dynamic_batch(name, model, args):
+    axes = {f"input_{i}": {0: "batch"} for i in range(len(args))}
+    proto = check_model_matches(model, args, 17, dynamic_axes=axes)
+    bigger = tuple(flow.cat([a, a[:1]]) for a in args)
+    assert_close(run(proto, [a.numpy() for a in bigger]), eager_outputs(model, bigger), name)
