@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 
 from dualflow.ops.opdef import not_exportable
 
-from .context import LoweringContext
+from .context import LoweringContext, onnx_dtype
 from .dims import is_static
 from .errors import ExportError, describe_node
 from .variants import array_of
@@ -27,7 +27,11 @@ def _contiguous(array: np.ndarray) -> np.ndarray:
 
 
 class Exporter:
-    def __init__(self, sizes, opset: int, fold: bool, input_names: list, symbol_sources: dict):
+    """The ONNX nodes and initializers of one traced graph (`sizes.graph`), built by `run` and
+    `finish`; lowerings reach it through a `LoweringContext`."""
+
+    def __init__(self, sizes, opset: int, fold: bool, input_names: list, output_names: list,
+                 symbol_sources: dict):
         self.sizes, self.opset, self.fold = sizes, opset, fold
         self.symbol_sources = symbol_sources     # symbol -> (input name, axis)
         self.nodes: list = []
@@ -36,7 +40,7 @@ class Exporter:
         self.constants: dict = {}                # value id -> array known at export time
         self._const_names: dict = {}
         self._dim_names: dict = {}
-        self._taken = set(input_names)
+        self._taken = set(input_names) | set(output_names)
         self._count = 0
         self._node = None                        # the IR node being lowered
         graph = sizes.graph
@@ -78,8 +82,8 @@ class Exporter:
         elif value.kind == "param":
             name = value.name
             if name in self._taken:
-                raise ExportError(f"the parameter name {name!r} is also used for an input or "
-                                  "another tensor; choose other input_names")
+                raise ExportError(f"the parameter name {name!r} is also given to an input or an "
+                                  "output; choose other input_names / output_names")
             self._taken.add(name)
             self.initializers.append(numpy_helper.from_array(_contiguous(array_of(value)), name))
         else:
@@ -235,5 +239,5 @@ class Exporter:
 
 
 def value_info(name: str, dtype, dims: list):
-    from .context import onnx_dtype
+    """A graph input/output declaration: element type and dims (ints or symbol names)."""
     return helper.make_tensor_value_info(name, onnx_dtype(dtype), dims)

@@ -1,0 +1,104 @@
+"""`dynamic_axes`: checking PyTorch-style entries, and tracing the model at other sizes of them."""
+from __future__ import annotations
+
+from .dims import Dim, Variants
+from .errors import ExportError
+from .tracing import resized, trace_model
+
+
+def _axis_map(name: str, spec, ndim: int) -> dict:
+    """One dynamic_axes entry as {axis: symbol}, checked against the tensor's rank."""
+    if isinstance(spec, dict):
+        items = list(spec.items())
+    elif isinstance(spec, (list, tuple)):
+        items = [(a, f"{name}_dynamic_axes_{k + 1}") for k, a in enumerate(spec)]
+    else:
+        raise ValueError(f"to_onnx: dynamic_axes[{name!r}] must be a dict {{axis: name}} or a "
+                         f"list of axes, got {spec!r}")
+    out = {}
+    for axis, sym in items:
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -ndim <= axis < ndim:
+            raise ValueError(f"to_onnx: dynamic_axes[{name!r}] names axis {axis!r}, but "
+                             f"{name!r} has {ndim} dimensions")
+        if not isinstance(sym, str) or not sym:
+            raise ValueError(f"to_onnx: dynamic_axes[{name!r}][{axis}] must be a non-empty "
+                             f"string, got {sym!r}")
+        out[axis % ndim] = sym
+    return out
+
+
+def input_axes(dynamic_axes, input_names: list, tensors: list) -> dict:
+    """{input index: {axis: symbol}} for the entries that name inputs."""
+    if not isinstance(dynamic_axes, dict):
+        raise ValueError(f"to_onnx: dynamic_axes must be a dict, got {type(dynamic_axes).__name__}")
+    return {input_names.index(name): _axis_map(name, spec, tensors[input_names.index(name)].ndim)
+            for name, spec in dynamic_axes.items() if name in input_names}
+
+
+def output_axes(dynamic_axes: dict, input_names: list, output_names: list, outputs: list) -> dict:
+    """{output name: {axis: symbol}}; an entry naming neither an input nor an output is an error."""
+    for name in dynamic_axes:
+        if name not in input_names and name not in output_names:
+            raise ValueError(f"to_onnx: dynamic_axes names {name!r}, which is neither an input "
+                             f"({input_names}) nor an output ({output_names})")
+    return {name: _axis_map(name, spec, len(outputs[output_names.index(name)].type.shape))
+            for name, spec in dynamic_axes.items() if name in output_names}
+
+
+def symbol_sources(in_axes: dict, input_names: list) -> dict:
+    """symbol -> (input name, axis) it is read from at run time (the first input that has it)."""
+    sources: dict = {}
+    for i, axes in sorted(in_axes.items()):
+        for axis, sym in axes.items():
+            sources.setdefault(sym, (input_names[i], axis))
+    return sources
+
+
+def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list, graph,
+                   site: str) -> tuple:
+    """(Variants, graphs): the first graph, then the traces with each symbol alone one larger,
+    then (when there are symbols) all of them two larger, to check the affine rules."""
+    base: dict = {}
+    for i, axes in in_axes.items():
+        for axis, sym in axes.items():
+            size = tensors[i].shape[axis]
+            if base.setdefault(sym, size) != size:
+                raise ValueError(f"to_onnx: dynamic axis {sym!r} has size {base[sym]} in one "
+                                 f"input but {size} in {input_names[i]!r} (axis {axis})")
+    symbols = tuple(base)
+    sizes = [dict(base)] + [{**base, s: base[s] + 1} for s in symbols]
+    if symbols:
+        sizes.append({s: n + 2 for s, n in base.items()})
+    variants, graphs = Variants(symbols, sizes), [graph]
+    for k, s in enumerate(sizes[1:], 1):
+        try:
+            graphs.append(trace_model(model, resized(args, in_axes, s), site)[0])
+        except ExportError:
+            raise
+        except Exception as exc:
+            raise ExportError(f"tracing the model again with {describe(variants, k)} failed: "
+                              f"{exc}. Mark the axis dynamic on every input that shares it, or "
+                              "leave it static") from exc
+    return variants, graphs
+
+
+def describe(variants: Variants, k: int) -> str:
+    """How trace k differs from the first, for messages."""
+    changed = {s: n for s, n in variants.sizes[k].items() if n != variants.sizes[0][s]}
+    return "the size of dynamic axis " + ", ".join(
+        f"{s!r} ({variants.sizes[0][s]} -> {n})" for s, n in changed.items())
+
+
+def output_dims(shape: tuple, named: dict, output: str) -> list:
+    """An output's ONNX dims: the names given in dynamic_axes, a symbol for a size equal to one,
+    a generated name for another dynamic size, else the int."""
+    dims = []
+    for i, d in enumerate(shape):
+        if i in named:
+            dims.append(named[i])
+        elif isinstance(d, Dim):
+            exact = d.terms is not None and len(d.terms) == 1 and d.terms[0][1] == 1 and not d.const
+            dims.append(d.terms[0][0] if exact else f"{output}_dim_{i}")
+        else:
+            dims.append(d)
+    return dims
