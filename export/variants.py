@@ -115,20 +115,23 @@ def _check_constant(sizes: Sizes, versions: list, nodes, describe) -> None:
     it is one repeated value (it is then rebuilt at run time with `Expand`)."""
     v = versions[0]
     arrays = [array_of(x) for x in versions]
+    same = [a.shape == arrays[0].shape and np.array_equal(a, arrays[0], equal_nan=True)
+            for a in arrays]
+    if all(same):
+        return
+    changed = describe(same.index(False))
     if all(a.shape == arrays[0].shape for a in arrays):
-        if all(np.array_equal(a, arrays[0], equal_nan=True) for a in arrays[1:]):
-            return
         raise ExportError(f"{_first_user(nodes, v)} reads a constant whose value changes with "
-                          f"{describe(1)}: a number computed from a dynamic size (such as "
+                          f"{changed}: a number computed from a dynamic size (such as "
                           "x.shape[0]) is baked into a traced graph; compute it with tensor ops")
     if v.kind == "param" and v.name:
-        raise ExportError(f"parameter {v.name!r} changes shape with {describe(1)}")
+        raise ExportError(f"parameter {v.name!r} changes shape with {changed}")
     flat = [a.reshape(-1) for a in arrays]
     if all(f.size and (f == f[0]).all() for f in flat) and \
             all(f[0] == flat[0][0] for f in flat):
         sizes.captured_fill[v.id] = flat[0][0]
         return
     raise ExportError(f"a tensor created while tracing (shape {arrays[0].shape}, used by "
-                      f"{_first_user(nodes, v)}) changes shape with {describe(1)} and is not "
+                      f"{_first_user(nodes, v)}) changes shape with {changed} and is not "
                       "one repeated value, so it cannot be rebuilt at run time; compute it from "
                       "the inputs with tensor ops instead")

@@ -102,3 +102,19 @@ def test_an_op_that_needs_a_newer_opset_says_which():
         to_onnx(model, args, opset_version=17)
     proto = export_checked(model, args, opset=18)
     assert_close(run(proto, [a.numpy() for a in args]), eager_outputs(model, args))
+
+
+class _Causal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])  # made while tracing
+        return self.layer(x, src_mask=mask, is_causal=True)
+
+
+def test_a_tensor_made_while_tracing_cannot_follow_a_dynamic_axis_unless_uniform():
+    with pytest.raises(ExportError, match=r"created while tracing.*dynamic axis 'seq' \(5 -> 6\)"):
+        to_onnx(_Causal(), (flow.randn(2, 5, 8),), dynamic_axes={"input_0": {0: "b", 1: "seq"}})
+    export_checked(_Causal(), (flow.randn(2, 5, 8),), dynamic_axes={"input_0": {0: "b"}})

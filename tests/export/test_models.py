@@ -211,3 +211,24 @@ def test_layers_with_a_dynamic_batch(name, model, args):
     proto = check_model_matches(model, args, 17, dynamic_axes=axes)
     bigger = tuple(flow.cat([a, a[:1]]) for a in args)
     assert_close(run(proto, [a.numpy() for a in bigger]), eager_outputs(model, bigger), name)
+
+
+class _MaskedEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2)
+
+    def forward(self, x, padding):
+        return self.encoder(x, src_key_padding_mask=padding)
+
+
+def test_encoder_with_a_padding_mask_input_and_dynamic_batch_and_sequence():
+    flow.manual_seed(0)
+    model = _MaskedEncoder()
+    x, pad = flow.randn(2, 5, 8), flow.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    both = {0: "batch", 1: "seq"}
+    proto = check_model_matches(model, (x, pad), 17, dynamic_axes={"x": both, "pad": both},
+                                input_names=["x", "pad"])
+    x2, pad2 = flow.randn(3, 7, 8), flow.tensor(np.arange(21).reshape(3, 7) % 4 == 3)
+    assert_close(run(proto, [x2.numpy(), pad2.numpy()]), eager_outputs(model, (x2, pad2)))
