@@ -119,6 +119,8 @@ class LoweringContext:
         if axes is None:
             return self.emit(op_type, [x], keepdims=keep)
         axes = [int(a) for a in axes]
+        if not axes:  # reducing over no axis changes nothing (ONNX would reduce over all)
+            return x
         if self.opset >= _AXES_INPUT_FROM.get(op_type, 18):
             return self.emit(op_type, [x, self.ints(axes)], keepdims=keep)
         return self.emit(op_type, [x], axes=axes, keepdims=keep)
