@@ -14,9 +14,6 @@ from onnx import helper, numpy_helper
 from .dims import Dim, is_static
 from .errors import ExportError
 
-INT64_MAX = 2 ** 63 - 1
-INT64_MIN = -2 ** 63
-
 # Reductions whose `axes` became an input in opset 18 (ReduceSum's did in opset 13).
 _AXES_INPUT_FROM = {"ReduceSum": 13}
 
@@ -27,6 +24,8 @@ def onnx_dtype(dtype) -> int:
 
 
 class LoweringContext:
+    """Handed to `lower(ctx, node)`; `ctx.opset` is the opset being exported."""
+
     def __init__(self, exporter):
         self._x = exporter
         self.opset: int = exporter.opset
@@ -62,10 +61,6 @@ class LoweringContext:
     def producer(self, value):
         """The IR node that computed `value` (None for inputs, parameters and constants)."""
         return value.producer
-
-    def constant_value(self, value):
-        """The array of a value known at export time (a constant or folded value), else None."""
-        return self._x.constants.get(value.id)
 
     # ---- building ONNX --------------------------------------------------------------------------
     def emit(self, op_type: str, inputs, outputs=None, **attrs):
