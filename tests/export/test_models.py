@@ -232,3 +232,24 @@ def test_encoder_with_a_padding_mask_input_and_dynamic_batch_and_sequence():
                                 input_names=["x", "pad"])
     x2, pad2 = flow.randn(3, 7, 8), flow.tensor(np.arange(21).reshape(3, 7) % 4 == 3)
     assert_close(run(proto, [x2.numpy(), pad2.numpy()]), eager_outputs(model, (x2, pad2)))
+
+
+class _TokenWise(nn.Module):
+    """(B, T, D) -> (B*T, D) -> Linear -> (B, T, E): sizes that are products of two axes."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 3)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        rows = self.proj(x.reshape(b * t, d))
+        return rows.reshape(b, t, 3)[:, 1:], rows.reshape(t, b, 3).sum(1)
+
+
+def test_sizes_from_two_dynamic_axes_are_computed_at_run_time():
+    flow.manual_seed(0)
+    model = _TokenWise()
+    proto = check_model_matches(model, (flow.randn(2, 5, 4),),
+                                dynamic_axes={"input_0": {0: "batch", 1: "seq"}})
+    _at_other_size(proto, model, (3, 7, 4))
