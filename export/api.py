@@ -9,7 +9,7 @@ from dualflow.tensor import Tensor
 
 from . import axes as dyn
 from .exporter import Exporter, value_info
-from .tracing import caller_site, trace_model
+from .tracing import trace_model
 from .variants import match
 
 MIN_OPSET = 13
@@ -42,14 +42,13 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
     tensors = [a for a in args if isinstance(a, Tensor)]
     input_names = _names(input_names, len(tensors), "input", "input_names")
     in_axes = dyn.input_axes(dynamic_axes or {}, input_names, tensors)
-    site = caller_site(1)
-    graph, _ = trace_model(model, args, site)
+    graph, _ = trace_model(model, args)
     output_names = _names(output_names, len(graph.outputs), "output", "output_names")
     if set(input_names) & set(output_names):
         raise ValueError(f"to_onnx: {sorted(set(input_names) & set(output_names))} is used as "
                          "both an input and an output name")
     out_axes = dyn.output_axes(dynamic_axes or {}, input_names, output_names, graph.outputs)
-    variants, graphs = dyn.trace_variants(model, args, in_axes, tensors, input_names, graph, site)
+    variants, graphs = dyn.trace_variants(model, args, in_axes, tensors, input_names, graph)
     sizes = match(graphs, variants, lambda k: dyn.describe(variants, k))
     exporter = Exporter(sizes, opset_version, do_constant_folding, input_names, output_names,
                         dyn.symbol_sources(in_axes, input_names))

@@ -54,8 +54,8 @@ def symbol_sources(in_axes: dict, input_names: list) -> dict:
     return sources
 
 
-def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list, graph,
-                   site: str) -> tuple:
+def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
+                   graph) -> tuple:
     """(Variants, graphs): the first graph, then the traces with each symbol alone one larger,
     then (when there are symbols) all of them two larger, to check the affine rules."""
     base: dict = {}
@@ -72,7 +72,7 @@ def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
     variants, graphs = Variants(symbols, sizes), [graph]
     for k, s in enumerate(sizes[1:], 1):
         try:
-            graphs.append(trace_model(model, resized(args, in_axes, s), site)[0])
+            graphs.append(trace_model(model, resized(args, in_axes, s))[0])
         except ExportError:
             raise
         except Exception as exc:

@@ -6,8 +6,6 @@ training graph, which is reported). Train/eval flags are restored afterwards.
 """
 from __future__ import annotations
 
-import os
-import sys
 from contextlib import contextmanager
 
 import dualflow as flow
@@ -60,18 +58,9 @@ def _backward_refused():
         del TracedTensor.backward
 
 
-def _run(fn, inputs):
-    return fn(*inputs)
-
-
-# Layers built into dualflow have no user frame of their own, so their nodes are attributed to
-# the innermost frame outside dualflow: `_run` here. They are re-attributed to the caller.
-_RUN_SITE = f"{os.path.basename(__file__)}:{_run.__code__.co_firstlineno + 1}"
-
-
-def trace_model(model, args: tuple, call_site: str = ""):
-    """(IR graph, output tree) of `model(*args)` for inference; nodes traced inside dualflow's
-    own layers are attributed to `call_site` (the user's `to_onnx` call)."""
+def trace_model(model, args: tuple):
+    """(IR graph, output tree) of `model(*args)` for inference. Nodes traced inside dualflow's
+    own layers are attributed to the innermost user frame: the `to_onnx` call."""
     if isinstance(model, NNGraph):
         roots, fn, name = dict(model._modules), model.build, type(model).__name__
     elif isinstance(model, Module):
@@ -81,29 +70,15 @@ def trace_model(model, args: tuple, call_site: str = ""):
                         f"{type(model).__name__}")
     names, module_names = _module_names(roots)
     trace = Trace(name, names, module_names)
-    try:
-        with _inference(list(roots.values())), _backward_refused(), trace:
-            out = _run(fn, trace.inputs(args))
-            leaves, tree = flatten(out, f"{name} output")
-            trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
-    except Exception as exc:  # an error inside a built-in layer: point at the to_onnx call
-        if exc.args and isinstance(exc.args[0], str) and _RUN_SITE in exc.args[0]:
-            exc.args = (exc.args[0].replace(_RUN_SITE, call_site),) + exc.args[1:]
-        raise
-    for n in trace.graph.nodes:
-        if n.source == _RUN_SITE:
-            n.source = call_site
+    with _inference(list(roots.values())), _backward_refused(), trace:
+        out = fn(*trace.inputs(args))
+        leaves, tree = flatten(out, f"{name} output")
+        trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
     if trace.graph.state_updates:
         written = ", ".join(repr(trace.graph._param_name(t)) for t, _ in trace.graph.state_updates)
         raise ExportError(f"the traced forward of {name} writes to {written} in place; an ONNX "
                           "model has no state to update (is a layer still in training mode?)")
     return trace.graph, tree
-
-
-def caller_site(depth: int) -> str:
-    """`file.py:line` of the frame `depth` levels above the caller."""
-    f = sys._getframe(depth + 1)
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
 
 
 def resized(args: tuple, axes: dict, sizes: dict) -> tuple:

@@ -12,30 +12,22 @@ import sys
 
 import numpy as np
 
-import dualflow
 from dualflow.ops import dispatch
 from dualflow.ops.opdef import TensorType, infer_type
 from dualflow.tensor import Tensor
 
 from .ir import Graph
 
-_PACKAGE_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (
-    dualflow, dualflow.eager, sys.modules[__package__]))
-
-
-def _internal(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIRS) or filename.startswith(_nn_dir())
-
-
-def _nn_dir() -> str:
-    nn = sys.modules.get("dualflow.nn")
-    return os.path.dirname(nn.__file__) + os.sep if nn and nn.__file__ else "\0"
+def _internal(frame) -> bool:
+    """A frame of dualflow itself (any of its packages), as opposed to the user's code."""
+    name = frame.f_globals.get("__name__", "")
+    return name == "dualflow" or name.startswith("dualflow.")
 
 
 def user_source(depth: int = 1) -> str:
     """`file.py:line` of the innermost frame outside dualflow itself: the user's code."""
     f = sys._getframe(depth)
-    while f is not None and _internal(f.f_code.co_filename):
+    while f is not None and _internal(f):
         f = f.f_back
     if f is None:
         return ""
