@@ -9,9 +9,7 @@ _IMPLIED = (dt.float32, dt.int64, dt.bool_)
 
 
 def tensor_repr(t) -> str:
-    arr = np.asarray(t.detach().numpy()) if not type(t).__name__ == "TracedTensor" else None
-    if arr is None:
-        return f"tensor(<traced {tuple(t.shape)} {t.dtype.name}>)"
+    arr = np.asarray(t.detach().numpy())
     prefix = "tensor("
     if arr.size == 0:
         body = f"[], size={tuple(arr.shape)}" if arr.ndim > 1 else "[]"
@@ -26,8 +24,6 @@ def tensor_repr(t) -> str:
                 fmt = {"float_kind": lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)}
         body = np.array2string(arr, separator=", ", prefix=prefix, formatter=fmt,
                                threshold=1000, edgeitems=3)
-        if arr.dtype == np.bool_:
-            body = body.replace("True", "True").replace("False", "False")
     extras = []
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")

@@ -53,6 +53,7 @@ class _LrBinding:
 
     def __init__(self, group: dict):
         self.group = group
+        self.saved = group["lr"]
         self.tensor = flow.tensor(float(group["lr"]), dtype=flow.float64)
 
     def refresh(self) -> None:
