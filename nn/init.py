@@ -148,6 +148,16 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
+def layer_default_(weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's default for Linear and Conv layers: W ~ kaiming_uniform(a=√5), which is
+    U(±1/√fan_in), and b ~ U(±1/√fan_in) (left alone when fan_in is 0)."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        if fan_in > 0:
+            uniform_(bias, -1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))
+
+
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """A (semi-)orthogonal matrix from the QR decomposition of a Gaussian one, times `gain`;
     dimensions after the first are flattened."""

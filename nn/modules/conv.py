@@ -1,7 +1,6 @@
 """Convolutions (Conv1d/2d) and transposed convolutions (ConvTranspose1d/2d)."""
 from __future__ import annotations
 
-import math
 
 from dualflow.creation import empty
 from dualflow.nn import functional as F
@@ -63,13 +62,7 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """PyTorch's default: kaiming_uniform(a=√5) weights, U(±1/√fan_in) bias."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        init.layer_default_(self.weight, self.bias)
 
     def _explicit_padding(self) -> tuple:
         """F.pad's (last dim first) amounts for a non-zero padding mode."""

@@ -40,12 +40,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """PyTorch's default: W ~ kaiming_uniform(a=√5) = U(±1/√fan_in), b ~ U(±1/√fan_in)."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = _bias_bound(fan_in)
-            init.uniform_(self.bias, -bound, bound)
+        init.layer_default_(self.weight, self.bias)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
