@@ -52,6 +52,12 @@ def module_call(module, args: tuple, kwargs: dict):
     return entry.run(args)
 
 
+def cache_info(module) -> dict:
+    """Hits, misses, traces and size of the GRAPH-mode compile cache of a top-level module."""
+    cache = _caches.get(module)
+    return cache.info() if cache is not None else GraphCache(type(module).__name__).info()
+
+
 def _names(module) -> tuple[dict, dict]:
     names = {id(t): n for n, t in module.named_parameters()}
     names.update({id(t): n for n, t in module.named_buffers()})

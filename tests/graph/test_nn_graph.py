@@ -180,6 +180,11 @@ def test_global_graph_mode_switch():
         out = model(x)
         assert type(out.grad_fn).__name__ == "Node" and "compiled" in out.grad_fn.name().lower()
     np.testing.assert_allclose(out.detach().numpy(), eager, rtol=1e-6)
+    with flow.mode(flow.GRAPH):
+        model(x)
+        model(flow.randn(5, 4))
+    assert flow.graph.cache_info(model) == {"hits": 1, "misses": 2, "traces": 2, "size": 2,
+                                            "capacity": 32}
     flow.set_mode(flow.GRAPH)
     try:
         with flow.no_grad():
