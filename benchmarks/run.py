@@ -12,19 +12,26 @@ when they load, so the harness (and every framework) is imported only after the 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
 
 def configure_environment(threads: int | None) -> None:
     """Set before any framework loads (the memory subprocesses inherit it too)."""
-    # Cold compiles every run: inductor's on-disk caches would make torch.compile's first-call
-    # time depend on earlier runs.
+    # Cold compiles every run: inductor's on-disk caches (graphs, and C++ kernels by source hash)
+    # would make torch.compile's first-call time depend on earlier runs.
     os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        cache = tempfile.mkdtemp(prefix="dualflow-bench-inductor-")
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     if threads is not None:
         n = str(threads)
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",

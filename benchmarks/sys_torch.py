@@ -41,12 +41,20 @@ def model_with_weights(workload, weights):
     return model
 
 
+def _compile(model):
+    """A cold torch.compile: dynamo's in-process cache would otherwise reuse the code compiled for
+    an earlier model of the same structure, and the first call would not compile at all."""
+    import torch
+    torch._dynamo.reset()
+    return torch.compile(model)
+
+
 def _train(workload, x, y, weights, compiled: bool) -> Prepared:
     import torch
     model = model_with_weights(workload, weights)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     loss_fn = torch.nn.CrossEntropyLoss()
-    forward = torch.compile(model) if compiled else model
+    forward = _compile(model) if compiled else model
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
 
     def step():
@@ -62,7 +70,7 @@ def _train(workload, x, y, weights, compiled: bool) -> Prepared:
 def _infer(workload, x, weights, compiled: bool) -> Prepared:
     import torch
     model = model_with_weights(workload, weights).eval()
-    forward = torch.compile(model) if compiled else model
+    forward = _compile(model) if compiled else model
     xt = torch.from_numpy(x)
 
     def run():
