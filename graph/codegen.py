@@ -1,67 +1,97 @@
 """Code generation: a Graph becomes straight-line Python that calls the kernels directly.
 
-No dispatch, no autograd bookkeeping, no Tensor objects: just `vN = K3(v1, v2)` with the kernel
-and its attrs pre-bound, `del` after each value's last use (so NumPy frees it), parameters read
-from their eager tensors at call time, and a comment per line naming the node's user source.
+No dispatch, no autograd bookkeeping, no Tensor objects: `v6 = add(v4, v5, out=S0)`, with
+ufuncs, fused kernels and OpDef kernels bound as globals and attrs written inline (emit.py);
+results go where the memory plan says (a reused slot, a dying input, a parameter's own array);
+every name is deleted after its last use so NumPy frees it; state updates that did not run in
+place are copied into their tensors at the end; each line's comment names the node's user source.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import linecache
 
 import numpy as np
 
+from . import emit
 from .ir import Graph
+from .memory import MemoryPlan, last_uses
 
 _counter = itertools.count()
 
 
-def last_uses(graph: Graph) -> dict:
-    """node index -> ids of values whose last reader is that node."""
-    keep = {v.id for v in graph.outputs} | {v.id for _, v in graph.state_updates}
-    last: dict = {}
-    for i, n in enumerate(graph.nodes):
-        for v in n.inputs:
-            last[v.id] = i
+def frees_after(graph: Graph) -> dict:
+    """node index -> ids of values whose last reader is that node (never outputs/state)."""
     out: dict = {}
-    for vid, i in last.items():
-        if vid not in keep:
+    end = len(graph.nodes)
+    for vid, i in last_uses(graph).items():
+        if i < end:
             out.setdefault(i, []).append(vid)
     return out
 
 
-def generate(graph: Graph, xp=np) -> tuple:
-    """Return (source, function, {line number: node})."""
-    env = {"_asarray": xp.asarray}
+def generate(graph: Graph, xp=np, plan: MemoryPlan | None = None) -> tuple:
+    """Return (source, function, {line number: node}, filename). The function takes the list of
+    input arrays (which it empties, so that inputs are freed at their last use too) and the list
+of parameter tensors, read on every call."""
+    plan = plan or MemoryPlan()
+    env = {"xp": xp, "_asarray": xp.asarray, "_empty": xp.empty}
     lines = ["def run(I, P):"]
     line_nodes: dict = {}
     if graph.inputs:
         lines.append(f"    {', '.join(f'v{v.id}' for v in graph.inputs)}, = I")
-    for i, v in enumerate(graph.params):
-        lines.append(f"    v{v.id} = P[{i}]._data")
+        lines.append("    I.clear()")
+    for k, v in enumerate(graph.params):
+        lines.append(f"    v{v.id} = P[{k}]._data")
+    names = {v.id: f"v{v.id}" for v in graph.inputs + graph.params}
     for v in graph.consts:
         env[f"C{v.id}"] = v.ref
-        lines.append(f"    v{v.id} = C{v.id}")
-    frees = last_uses(graph)
+        names[v.id] = f"C{v.id}"
+    frees = frees_after(graph)
     for i, n in enumerate(graph.nodes):
-        kname = f"K{i}"
-        env[kname] = functools.partial(n.op.kernel, xp, **n.attrs)
+        for k in plan.slot_alloc.get(i, ()):
+            t = plan.slots[k]
+            env[f"D{k}"] = t.dtype.np
+            lines.append(f"    S{k} = _empty({tuple(t.shape)!r}, D{k})")
+        dest = _dest_name(plan.dest.get(i), names)
+        args = [names[v.id] for v in n.inputs]
+        expr, is_array = emit.call(n, i, args, dest, env, xp)
+        if len(n.outputs) == 1 and not n.outputs[0].type.shape and not is_array:
+            expr = f"_asarray({expr})"  # NumPy reductions return scalars; keep arrays
         outs = ", ".join(f"v{v.id}" for v in n.outputs) + ("," if len(n.outputs) > 1 else "")
-        call = f"{kname}({', '.join(f'v{v.id}' for v in n.inputs)})"
-        if len(n.outputs) == 1 and not n.outputs[0].type.shape:
-            call = f"_asarray({call})"  # NumPy reductions return scalars; keep arrays
         where = n.where()
-        lines.append(f"    {outs} = {call}" + (f"  # {n.op.name} {where}" if where else f"  # {n.op.name}"))
+        lines.append(f"    {outs} = {expr}  # {n.op.name}" + (f" {where}" if where else ""))
         line_nodes[len(lines)] = n
-        dead = frees.get(i)
+        names.update({v.id: f"v{v.id}" for v in n.outputs})
+        dead = [names[d] for d in frees.get(i, ()) if not names[d].startswith("C")]
+        dead += [f"S{k}" for k in plan.slot_free.get(i, ())]
         if dead:
-            lines.append(f"    del {', '.join(f'v{d}' for d in dead)}")
-    outs = ", ".join(f"v{v.id}" for v in graph.outputs)
-    states = ", ".join(f"v{v.id}" for _, v in graph.state_updates)
-    lines.append(f"    return [{outs}], [{states}]")
+            lines.append(f"    del {', '.join(dead)}")
+    lines += _state_writes(graph, plan, names, env)
+    lines.append(f"    return [{', '.join(names[v.id] for v in graph.outputs)}]")
     source = "\n".join(lines) + "\n"
     filename = f"<dualflow-graph-{next(_counter)}:{graph.name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), env)  # noqa: S102 - our own generated code
     return source, env["run"], line_nodes, filename
+
+
+def _dest_name(dest, names: dict) -> str | None:
+    if dest is None:
+        return None
+    kind, x = dest
+    return f"S{x}" if kind == "slot" else names[x.id]
+
+
+def _state_writes(graph: Graph, plan: MemoryPlan, names: dict, env: dict) -> list:
+    """Copy each new state into its tensor (unless it was computed in place) and bump versions."""
+    in_param = {graph.nodes[i].outputs[0].id: x for i, (kind, x) in plan.dest.items()
+                if kind == "param"}   # state value id -> the param whose array it was written to
+    lines = []
+    for k, (tensor, v) in enumerate(graph.state_updates):
+        env[f"T{k}"] = tensor
+        p = in_param.get(v.id)
+        if not ((p is not None and p.ref is tensor) or (v.kind == "param" and v.ref is tensor)):
+            lines.append(f"    T{k}._data[...] = {names[v.id]}")
+        lines.append(f"    T{k}._version[0] += 1")
+    return lines

@@ -1,4 +1,9 @@
-"""trace → verify → passes → codegen: turning a traced Graph into an Executable."""
+"""trace → verify → passes → plan memory → codegen: turning a traced Graph into an Executable.
+
+`compile_graph` returns the Executable and a report: nodes per pass and each pass's time, the
+fused groups with their ops, the memory plan (planned peak bytes beside the naive sum of all
+intermediates), and the total compile time.
+"""
 from __future__ import annotations
 
 import time
@@ -6,8 +11,10 @@ import time
 import numpy as np
 
 from .executable import Executable
+from .fused import is_fused
 from .ir import Graph
-from .passes import run_passes
+from .memory import plan_memory
+from .passes import configured_passes, run_passes
 
 
 def graph_xp(graph: Graph):
@@ -18,15 +25,44 @@ def graph_xp(graph: Graph):
     return np
 
 
-def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False) -> tuple:
-    """Optimise and generate code; returns (Executable, report dict)."""
+def _reserve_ids(graph: Graph) -> None:
+    """Make new values' ids unique: a graph split out of a joint one holds values whose ids
+    are above its own counter."""
+    values = graph.inputs + graph.params + graph.consts + [o for n in graph.nodes
+                                                           for o in n.outputs]
+    graph._next_id = max([graph._next_id] + [v.id + 1 for v in values])
+
+
+def fused_groups(graph: Graph) -> list:
+    """The fused nodes of a compiled graph: which ops each runs, and where it came from."""
+    return [{"node": repr(n.outputs[0]), "op": n.op.name, "ops": n.attrs["body"].ops(),
+             "where": n.where()} for n in graph.nodes if is_fused(n)]
+
+
+def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False,
+                  config=None) -> tuple:
+    """Optimise and generate code; returns (Executable, report dict). `config` (an
+    nn.GraphConfig or anything with its attributes) adds checkpointing / mixed precision."""
     start = time.perf_counter()
+    disabled = set(disabled_passes) | set(getattr(config, "disabled_passes", ()))
+    verify = verify or bool(getattr(config, "verify", False))
     passes: list = []
+    _reserve_ids(graph)
     if verify:
         graph.verify()
     nodes_traced = len(graph.nodes)
-    graph = run_passes(graph, disabled_passes, verify, passes)
-    exe = Executable(graph, graph_xp(graph))
+    graph = run_passes(graph, disabled, verify, passes, configured_passes(config))
+    t0 = time.perf_counter()
+    plan = plan_memory(graph, inplace="inplace" not in disabled,
+                       slots="memory_plan" not in disabled)
+    t1 = time.perf_counter()
+    exe = Executable(graph, graph_xp(graph), plan)
+    t2 = time.perf_counter()
+    passes += [{"pass": "plan_memory", "nodes_before": len(graph.nodes),
+                "nodes_after": len(graph.nodes), "seconds": t1 - t0},
+               {"pass": "codegen", "nodes_before": len(graph.nodes),
+                "nodes_after": len(graph.nodes), "seconds": t2 - t1}]
     report = {"graph": graph.name, "nodes_traced": nodes_traced, "nodes": len(graph.nodes),
-              "passes": passes, "compile_seconds": time.perf_counter() - start}
+              "passes": passes, "fused": fused_groups(graph), "memory": plan.summary(),
+              "compile_seconds": time.perf_counter() - start}
     return exe, report

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import codegen
 from .ir import Graph
+from .memory import MemoryPlan
 
 
 class GraphRuntimeError(RuntimeError):
@@ -12,28 +13,28 @@ class GraphRuntimeError(RuntimeError):
 
 
 class Executable:
-    def __init__(self, graph: Graph, xp=np):
+    """Calls the generated function; parameters are read from their tensors on every call and
+    state updates are written back by the generated code itself."""
+
+    def __init__(self, graph: Graph, xp=np, plan: MemoryPlan | None = None):
         self.graph = graph
         self.xp = xp
-        self.source, self._fn, self._line_nodes, self._filename = codegen.generate(graph, xp)
+        self.plan = plan
+        self.source, self._fn, self._line_nodes, self._filename = codegen.generate(graph, xp,
+                                                                                   plan)
         self._params = [v.ref for v in graph.params]
-        self._targets = [t for t, _ in graph.state_updates]
 
     @property
     def code(self) -> str:
         return self.source
 
     def __call__(self, inputs: list) -> list:
-        """Run on input arrays: returns output arrays and writes state updates in place."""
+        """Run on a list of input arrays (the list is emptied, so inputs can be freed at their
+        last use): returns the output arrays and writes state updates in place."""
         try:
-            outs, states = self._fn(inputs, self._params)
+            return self._fn(inputs if type(inputs) is list else list(inputs), self._params)
         except Exception as exc:
             raise self._explain(exc) from exc
-        for t, arr in zip(self._targets, states):
-            if t._data is not arr:
-                t._data[...] = arr
-            t._version[0] += 1
-        return outs
 
     def _explain(self, exc: Exception) -> Exception:
         tb = exc.__traceback__
@@ -44,6 +45,9 @@ class Executable:
             tb = tb.tb_next
         if node is None:
             return exc
-        return GraphRuntimeError(f"op '{node.op.name}' failed in compiled graph "
-                                 f"'{self.graph.name}' at {node.where() or 'an unknown line'}: "
+        what = node.op.name
+        if "body" in node.attrs:
+            what += f" ({node.attrs['body'].name})"
+        return GraphRuntimeError(f"op '{what}' failed in compiled graph '{self.graph.name}' at "
+                                 f"{node.where() or 'an unknown line'}: "
                                  f"{type(exc).__name__}: {exc}")

@@ -1,18 +1,41 @@
 """Graph passes: plain functions `Graph -> Graph`, one file each, run as a list.
 
 `DEFAULT_PASSES` is the order the compiler runs them in; `run_passes` skips the disabled ones
-(`nn.Graph.config.disable_pass(name)`) and can verify the IR after each pass.
+(`nn.Graph.config.disable_pass(name)`) and can verify the IR after each pass. The memory
+planner's two decisions ("inplace", "memory_plan") are switched off by name the same way
+(`PLANNER_STEPS`); activation checkpointing and mixed precision are passes made from the
+graph's config (`configured_passes`).
 """
 from __future__ import annotations
 
+import time
+
+from .cse import cse
 from .dce import dce
+from .fold_constants import fold_constants
+from .fuse_elementwise import fuse_elementwise
+from .fuse_matmul import fuse_matmul
+from .simplify import simplify
 
-DEFAULT_PASSES = [("dce", dce)]
+DEFAULT_PASSES = [
+    ("simplify", simplify),
+    ("fold_constants", fold_constants),
+    ("cse", cse),
+    ("dce", dce),
+    ("fuse_elementwise", fuse_elementwise),
+    ("fuse_matmul", fuse_matmul),
+]
+PLANNER_STEPS = ["inplace", "memory_plan"]
 
 
-def run_passes(graph, disabled=(), verify: bool = False, report: list | None = None):
-    import time
-    for name, fn in DEFAULT_PASSES:
+def known_names() -> list:
+    return [n for n, _ in DEFAULT_PASSES] + PLANNER_STEPS
+
+
+def run_passes(graph, disabled=(), verify: bool = False, report: list | None = None,
+               passes: list | None = None):
+    """Run `passes` (default: DEFAULT_PASSES) in order, skipping `disabled` names."""
+    for name, fn in (DEFAULT_PASSES if passes is None else passes):
         if name in disabled:
             continue
         start, before = time.perf_counter(), len(graph.nodes)
@@ -23,3 +46,23 @@ def run_passes(graph, disabled=(), verify: bool = False, report: list | None = N
             report.append({"pass": name, "nodes_before": before, "nodes_after": len(graph.nodes),
                            "seconds": time.perf_counter() - start})
     return graph
+
+
+def configured_passes(config) -> list:
+    """The pass list for a graph config: mixed precision first (its casts then get simplified
+    and shared by CSE), activation checkpointing after CSE (which would merge the recomputed
+    copies back into the originals), then fusion."""
+    names = [n for n, _ in DEFAULT_PASSES]
+    passes = list(DEFAULT_PASSES)
+    if config is None:
+        return passes
+    amp_dtype = getattr(config, "amp_dtype", None)
+    if amp_dtype is not None:
+        from .amp import amp_pass
+        passes.insert(0, ("amp", amp_pass(amp_dtype, getattr(config, "grad_scaler", None))))
+    scopes = tuple(getattr(config, "checkpointed", ()) or ())
+    if scopes:
+        from .checkpoint import checkpoint_pass
+        passes.insert(passes.index(DEFAULT_PASSES[names.index("fuse_elementwise")]),
+                      ("checkpoint", checkpoint_pass(scopes)))
+    return passes

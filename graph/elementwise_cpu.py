@@ -1,0 +1,229 @@
+"""NumPy code for fused elementwise bodies: ufuncs writing with `out=` into a few reused buffers.
+
+Each step is one line. Where a step's op is a plain ufunc on its inputs' own dtype, the line calls
+that ufunc directly (`TEMPLATES`, checked against the op kernels by tests/graph/test_fusion_*): the
+same ufunc in the same order, so the fused result is bit-identical to the unfused graph. Any
+other op calls its own kernel (with `out=` when it takes one). Intermediates live in the output
+buffer or in scratch buffers that are reused as soon as their value is dead, in place when the
+ufunc allows it, so a chain of n ops allocates one or two arrays instead of n.
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+import re
+
+# op name -> (template, dtype rule, alias_safe). {0},{1},{2}: arguments, {o}: the destination;
+# names before "(" are functions of xp. `same`: every argument has the result's dtype; `float`:
+# same and floating (the kernels promote integers first); `cmp`: arguments share a dtype; `any`:
+# no condition. alias_safe: `out` may share memory
+# with any argument (a single ufunc call, or a first call that consumes every argument).
+_U = "{name}({args}, out={{o}})"
+
+
+def _ufunc(name: str, arity: int, rule: str) -> tuple:
+    return (_U.format(name=name, args=", ".join(f"{{{i}}}" for i in range(arity))), rule, True)
+
+
+TEMPLATES = {
+    **{op: _ufunc(fn, 2, "same") for op, fn in [
+        ("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("maximum", "maximum"),
+        ("minimum", "minimum"), ("pow", "power"), ("floor_divide", "floor_divide"),
+        ("remainder", "remainder"), ("fmod", "fmod"), ("bitwise_and", "bitwise_and"),
+        ("bitwise_or", "bitwise_or"), ("bitwise_xor", "bitwise_xor")]},
+    **{op: _ufunc(fn, 1, "same") for op, fn in [
+        ("neg", "negative"), ("abs", "absolute"), ("square", "square"), ("sign", "sign"),
+        ("bitwise_not", "invert")]},
+    "div": _ufunc("true_divide", 2, "float"),
+    **{op: _ufunc(op, 1, "float") for op in [
+        "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal", "sin", "cos",
+        "tan", "tanh", "floor", "ceil", "trunc"]},
+    **{op: _ufunc(fn, 2, "cmp") for op, fn in [
+        ("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
+        ("gt", "greater"), ("ge", "greater_equal")]},
+    **{op: _ufunc(op, 2, "any") for op in ["logical_and", "logical_or", "logical_xor"]},
+    **{op: _ufunc(op, 1, "any") for op in ["logical_not", "isnan", "isinf", "isfinite"]},
+    "relu": ("maximum({0}, 0, out={o})", "same", True),
+    "rsqrt": ("sqrt({0}, out={o}); true_divide(1, {o}, out={o})", "float", True),
+    "identity": ("copyto({o}, {0})", "same", True),
+    "cast": ("copyto({o}, {0}, casting='unsafe')", "any", True),
+}
+
+
+def _rule_holds(rule: str, out_type, arg_types) -> bool:
+    dt = out_type.dtype
+    if rule == "same":
+        return all(t.dtype is dt for t in arg_types)
+    if rule == "float":
+        return dt.is_floating_point and all(t.dtype is dt for t in arg_types)
+    if rule == "cmp":
+        return all(t.dtype is arg_types[0].dtype for t in arg_types)
+    return True
+
+
+def template_for(op, out_type, arg_types):
+    """(template, alias_safe) when `op` on these types is a plain ufunc call, else None."""
+    entry = TEMPLATES.get(op.name)
+    if entry is None or not _rule_holds(entry[1], out_type, arg_types):
+        return None
+    return entry[0], entry[2]
+
+
+def _arg_types(body, step) -> list:
+    types = list(body.input_types) + [s.type for s in body.steps]
+    return [types[a] for a in step.args]
+
+
+def can_write_out(step, input_types) -> bool:
+    """Whether the body whose last step is `step` can write into a given buffer."""
+    return step.op.name in TEMPLATES or step.op.out_arg
+
+
+_counter = itertools.count()
+_LITERAL = (int, float, bool, str, type(None))
+
+
+def literal(value) -> bool:
+    """Whether repr(value) evaluates back to an equal value (so codegen can inline it)."""
+    if isinstance(value, tuple):
+        return all(literal(v) for v in value)
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    return isinstance(value, _LITERAL)
+
+
+def kernel_call(kname: str, args: list, attrs: dict, env: dict, prefix: str, out: str | None):
+    """`K(xp, a, b, attr=1, out=o)`: attrs inline when literal, else bound in env."""
+    parts = ["xp", *args]
+    for k, v in attrs.items():
+        if literal(v):
+            parts.append(f"{k}={v!r}")
+        else:
+            env[f"{prefix}_{k}"] = v
+            parts.append(f"{k}={prefix}_{k}")
+    if out is not None:
+        parts.append(f"out={out}")
+    return f"{kname}({', '.join(parts)})"
+
+
+class _BodyCompiler:
+    """Writes one body's function: one line per step, destinations chosen as values die."""
+
+    def __init__(self, body, xp, alias: int | None):
+        self.body, self.xp, self.alias = body, xp, alias
+        self.n, self.steps = body.n_inputs, body.steps
+        self.root = len(self.steps) - 1
+        self.last_read: dict = {}
+        for j, s in enumerate(self.steps):
+            for a in s.args:
+                self.last_read[a] = j
+        self.env = {"xp": xp, "_empty": xp.empty, "_copyto": xp.copyto}
+        self.lines = [f"def fused({', '.join(f'x{i}' for i in range(self.n))}, out=None):"]
+        self.holder: dict = {}    # buffer name -> ref of the value it holds (None: free)
+        self.btype: dict = {}     # buffer name -> (shape, dtype)
+        self.where: dict = {i: f"x{i}" for i in range(self.n)}   # ref -> name
+        self.root_writes = can_write_out(self.steps[-1], body.input_types)
+        self.scratch = 0
+
+    def types(self) -> list:
+        return list(self.body.input_types) + [s.type for s in self.steps]
+
+    def _new_buffer(self, vtype) -> str:
+        name = f"b{self.scratch}"
+        self.scratch += 1
+        self.env[f"D_{name}"] = vtype.dtype.np
+        self.lines.append(f"    {name} = _empty({tuple(vtype.shape)!r}, D_{name})")
+        self.btype[name] = (tuple(vtype.shape), vtype.dtype)
+        self.holder[name] = None
+        return name
+
+    def _reusable(self, name: str, j: int, safe_refs: set) -> bool:
+        """Free, or holding an argument of step j that dies here at alias-safe positions only."""
+        ref = self.holder.get(name, "absent")
+        return ref is None or (ref in safe_refs and self.last_read.get(ref) == j)
+
+    def _dest(self, j: int, vtype, safe_refs: set) -> str:
+        want = (tuple(vtype.shape), vtype.dtype)
+        names = [b for b in self.holder if self.btype[b] == want and self._reusable(b, j, safe_refs)]
+        held = [b for b in names if self.holder[b] is not None]   # in place first (cache-hot)
+        for name in held + [b for b in names if b not in held]:
+            if name != "out" or j == self.root or self._out_ok_for(j):
+                return name
+        return self._new_buffer(vtype)
+
+    def _out_ok_for(self, j: int) -> bool:
+        """An intermediate may sit in `out` if the last step may overwrite it while reading it."""
+        ref = self.n + j
+        reader = next(k for k in range(j + 1, len(self.steps)) if ref in self.steps[k].args)
+        return reader != self.root or self._safe_refs(self.root) >= {ref}
+
+    def _safe_refs(self, j: int) -> set:
+        """Arguments of step j that may share memory with its destination."""
+        s = self.steps[j]
+        tmpl = template_for(s.op, s.type, [self.types()[a] for a in s.args])
+        if tmpl is not None:
+            safe_pos = range(len(s.args)) if tmpl[1] else []
+        else:
+            safe_pos = [0] if s.op.out_arg else []
+        unsafe = {a for p, a in enumerate(s.args) if p not in safe_pos}
+        return {s.args[p] for p in safe_pos} - unsafe
+
+    def compile(self):
+        root_t = self.steps[-1].type
+        if self.root_writes:
+            self.btype["out"] = (tuple(root_t.shape), root_t.dtype)
+            self.holder["out"] = self.alias if self.alias in self.last_read else None
+            if self.alias is None:
+                self.env["D_out"] = root_t.dtype.np
+                self.lines.append(f"    if out is None:\n"
+                                  f"        out = _empty({tuple(root_t.shape)!r}, D_out)")
+            else:
+                self.where[self.alias] = "out"
+        for j, s in enumerate(self.steps):
+            self._step(j, s)
+        result = self.where[self.n + self.root]
+        if result != "out":
+            self.lines.append(f"    if out is not None:\n        _copyto(out, {result})\n"
+                              f"        return out")
+        self.lines.append(f"    return {result}")
+        source = "\n".join(self.lines) + "\n"
+        filename = f"<dualflow-fused-{next(_counter)}:{self.body.name}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), self.env)  # noqa: S102 - our generated code
+        fn = self.env["fused"]
+        fn.source = source
+        return fn
+
+    def _step(self, j: int, s) -> None:
+        arg_types = [self.types()[a] for a in s.args]
+        args = [self.where[a] for a in s.args]
+        tmpl = template_for(s.op, s.type, arg_types)
+        dest = None
+        if tmpl is not None or s.op.out_arg:
+            if j == self.root and self.root_writes and self._reusable("out", j, self._safe_refs(j)):
+                dest = "out"
+            else:
+                dest = self._dest(j, s.type, self._safe_refs(j) if j != self.root else set())
+        if tmpl is not None:
+            code = tmpl[0].format(*args, o=dest)
+            for fname in re.findall(r"([a-z_0-9]+)\(", code):
+                self.env.setdefault(fname, getattr(self.xp, fname))
+            self.lines += [f"    {part.strip()}" for part in code.split(";")]
+        else:
+            self.env[f"K{j}"] = s.op.kernel
+            call = kernel_call(f"K{j}", args, s.attrs, self.env, f"A{j}", dest)
+            dest = dest or f"t{j}"
+            self.lines.append(f"    {dest} = {call}")
+        for a in set(s.args):  # values read for the last time free their buffers
+            name = self.where[a]
+            if self.last_read[a] == j and self.holder.get(name, "absent") == a:
+                self.holder[name] = None
+        self.where[self.n + j] = dest
+        if dest in self.holder:
+            self.holder[dest] = self.n + j
+
+
+def compile_body(body, xp, alias: int | None):
+    """Generate `fused(x0, ..., out=None)` for a FusedBody on NumPy. With `alias=i` the caller
+    passes the same array as input i and as `out` (an in-place update)."""
+    return _BodyCompiler(body, xp, alias).compile()

@@ -1,0 +1,82 @@
+"""How one node becomes one line of generated code, and where it may write its result.
+
+The memory planner asks `writes_out` / `inplace_positions` (may this node write into a given
+buffer, and may that buffer be one of its inputs?); codegen asks `call` for the expression.
+Plain ufunc ops call the ufunc directly, fused nodes call their generated kernel, everything
+else calls its OpDef kernel with the attrs written inline: no dispatch and no `partial` per call.
+"""
+from __future__ import annotations
+
+from .elementwise_cpu import kernel_call, template_for
+from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL
+
+_SLOT_OPS = ("matmul",)  # non-elementwise ops whose `out=` is a plain result buffer
+
+
+def _template(node):
+    if node.op.elementwise and len(node.outputs) == 1:
+        return template_for(node.op, node.outputs[0].type, [v.type for v in node.inputs])
+    return None
+
+
+def writes_out(node) -> bool:
+    """Whether the node can write its (single) result into a buffer the planner gives it."""
+    if len(node.outputs) != 1 or not node.outputs[0].type.shape:
+        return False
+    if node.op is FUSED_ELEMENTWISE:
+        return node.attrs["body"].writes_out
+    if node.op is FUSED_MATMUL or node.op.name in _SLOT_OPS:
+        return True
+    return node.op.elementwise and (node.op.out_arg or _template(node) is not None)
+
+
+def inplace_positions(node) -> set:
+    """Input positions whose buffer the result may overwrite (the input dying here)."""
+    if not writes_out(node) or not node.op.elementwise:
+        return set()
+    if node.op is FUSED_ELEMENTWISE:
+        return set(range(len(node.inputs)))
+    tmpl = _template(node)
+    if tmpl is not None:
+        positions = set(range(len(node.inputs))) if tmpl[1] else set()
+    else:
+        positions = {0}
+    ids = [v.id for v in node.inputs]
+    return {p for p in positions if ids.count(ids[p]) == 1 or tmpl is not None}
+
+
+def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str, bool]:
+    """(expression, returns_array) for node i reading `args`, writing into `dest` if given."""
+    if node.op in (FUSED_ELEMENTWISE, FUSED_MATMUL):
+        alias = None
+        if dest is not None and node.op is FUSED_ELEMENTWISE and dest in args:
+            alias = args.index(dest)
+        body = node.attrs["body"]
+        env[f"F{i}"] = (body.function(xp, alias) if node.op is FUSED_ELEMENTWISE else
+                        _fused_matmul(body, xp))
+        return f"F{i}({', '.join(args)}{f', out={dest}' if dest else ''})", True
+    tmpl = _template(node)
+    plain = ";" not in tmpl[0] and tmpl[0].endswith(", out={o})") if tmpl else False
+    if tmpl is not None and (dest is not None or plain):
+        code = tmpl[0].format(*args, o=dest) if dest else \
+            tmpl[0].replace(", out={o}", "").format(*args)
+        fname = code.split("(", 1)[0]
+        if ";" in code:  # a multi-call template becomes one tuple expression; its result is dest
+            parts = [p.strip() for p in code.split(";")]
+            for p in parts:
+                env.setdefault(p.split("(", 1)[0], getattr(xp, p.split("(", 1)[0]))
+            return f"({', '.join(parts)}, {dest})[-1]", True
+        env.setdefault(fname, getattr(xp, fname))
+        return code, dest is not None
+    env[f"K{i}"] = node.op.kernel
+    return kernel_call(f"K{i}", args, node.attrs, env, f"A{i}", dest), dest is not None
+
+
+def _fused_matmul(body, xp):
+    from dualflow.ops.linalg import matmul_op
+    mm, epilogue = matmul_op.kernel, body.function(xp, alias=0)
+
+    def fused_matmul(a, b, *extra, out=None):
+        r = mm(xp, a, b, out=out)
+        return epilogue(r, *extra, out=r)
+    return fused_matmul

@@ -1,0 +1,151 @@
+"""Fused ops: a group of IR nodes that runs as one kernel, and stays a real, typed IR node.
+
+A `FusedBody` is the group's sub-graph: steps over the group's inputs, in their original order,
+the last step being the result. Two OpDefs carry bodies (they are not in the op registry: passes
+make them, users never call them):
+
+* `fused_elementwise[body]` — a tree of elementwise ops whose intermediates have no other reader.
+* `fused_matmul[body]` — a matmul whose result runs through an elementwise epilogue (bias add,
+  activation) in place: inputs are (a, b, *epilogue inputs); the body's input 0 is a @ b.
+
+Their shape rules re-run each step's own rule, so `Graph.verify()` checks a fused node's type
+like any other. Kernels come from `body.function(xp)`: generated NumPy code (elementwise_cpu) or
+one CuPy ElementwiseKernel (elementwise_cuda), cached per body.
+"""
+from __future__ import annotations
+
+from dualflow.ops.opdef import OpDef, TensorType, infer_type
+
+
+class Step:
+    """One op of a body. `args` index the body's inputs (0..n_inputs-1), then earlier steps."""
+    __slots__ = ("op", "args", "attrs", "type")
+
+    def __init__(self, op: OpDef, args: tuple, attrs: dict, vtype: TensorType):
+        self.op, self.args, self.attrs, self.type = op, tuple(args), dict(attrs), vtype
+
+    def key(self) -> tuple:
+        return (self.op.name, self.args, tuple(sorted(self.attrs.items())), self.type)
+
+
+class FusedBody:
+    """The sub-graph of a fused node; hashable (CSE) and printable by its op names."""
+
+    def __init__(self, input_types: list, steps: list):
+        self.input_types = tuple(input_types)
+        self.steps = tuple(steps)
+        self._functions: dict = {}
+        self._key = (self.input_types, tuple(s.key() for s in self.steps))
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.input_types)
+
+    @property
+    def type(self) -> TensorType:
+        return self.steps[-1].type
+
+    @property
+    def name(self) -> str:
+        """How `print(graph)` shows the body: its ops in order."""
+        return "+".join(s.op.name for s in self.steps)
+
+    def ops(self) -> list:
+        return [s.op.name for s in self.steps]
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FusedBody) and self._key == other._key
+
+    def __repr__(self) -> str:
+        return f"FusedBody({self.name})"
+
+    def describe(self) -> list:
+        """One line per step, jaxpr-like: `t2:f32[4,8] = relu t1` (x: inputs, t: steps)."""
+        def ref(a):
+            return f"x{a}" if a < self.n_inputs else f"t{a - self.n_inputs}"
+        lines = []
+        for j, s in enumerate(self.steps):
+            attrs = " ".join(f"{k}={v}" for k, v in s.attrs.items())
+            lines.append(f"t{j}:{s.type} = {s.op.name}" + (f"[{attrs}]" if attrs else "")
+                         + " " + " ".join(ref(a) for a in s.args))
+        return lines
+
+    def infer(self, types: tuple) -> TensorType:
+        """Re-run every step's shape rule from the input types (so verify() checks the body)."""
+        if len(types) != self.n_inputs:
+            raise ValueError(f"fused body {self.name} takes {self.n_inputs} inputs, got {len(types)}")
+        env = list(types)
+        for s in self.steps:
+            got = infer_type(s.op, tuple(env[a] for a in s.args), s.attrs)
+            if (tuple(got.shape), got.dtype) != (tuple(s.type.shape), s.type.dtype):
+                raise ValueError(f"fused step {s.op.name} is typed {s.type} but its rule gives {got}")
+            env.append(got)
+        return env[-1]
+
+    @property
+    def writes_out(self) -> bool:
+        """Whether the generated kernel can write its result into a given `out=` buffer."""
+        from .elementwise_cpu import can_write_out
+        return can_write_out(self.steps[-1], self.input_types)
+
+    def function(self, xp, alias: int | None = None):
+        """The compiled kernel `f(*inputs, out=None)`; `alias`: the input `out` shares memory
+        with (in-place), so the generated code does not clobber it before its last read."""
+        key = (xp.__name__, alias)
+        fn = self._functions.get(key)
+        if fn is None:
+            if xp.__name__ == "cupy":  # GPU path: one ElementwiseKernel (untested without a GPU)
+                from .elementwise_cuda import compile_body
+            else:
+                from .elementwise_cpu import compile_body
+            fn = self._functions[key] = compile_body(self, xp, alias)
+        return fn
+
+
+def body_of(nodes: list, inputs: list) -> FusedBody:
+    """The body of `nodes` (in order) reading the external values `inputs`."""
+    index = {v.id: i for i, v in enumerate(inputs)}
+    steps = []
+    for n in nodes:
+        steps.append(Step(n.op, [index[v.id] for v in n.inputs], n.attrs, n.outputs[0].type))
+        index[n.outputs[0].id] = len(inputs) + len(steps) - 1
+    return FusedBody([v.type for v in inputs], steps)
+
+
+# ---- the two fused OpDefs -----------------------------------------------------------------------
+def _elementwise_kernel(xp, *inputs, body: FusedBody, out=None):
+    return body.function(xp)(*inputs, out=out)
+
+
+def _elementwise_infer(*types, body: FusedBody) -> TensorType:
+    return body.infer(types)
+
+
+def _matmul_kernel(xp, a, b, *extra, body: FusedBody, out=None):
+    from dualflow.ops.linalg import matmul_op
+    r = matmul_op.kernel(xp, a, b, out=out)
+    return body.function(xp, alias=0)(r, *extra, out=r)
+
+
+def _matmul_infer(a, b, *extra, body: FusedBody) -> TensorType:
+    from dualflow.ops.linalg import matmul_op
+    r = infer_type(matmul_op, (a, b), {})
+    got = body.infer((r,) + extra)
+    if (tuple(got.shape), got.dtype) != (tuple(r.shape), r.dtype):
+        raise ValueError(f"matmul epilogue {body.name} changes the result type {r} to {got}")
+    return got
+
+
+FUSED_ELEMENTWISE = OpDef("fused_elementwise", _elementwise_kernel, _elementwise_infer,
+                          elementwise=True, out_arg=True,
+                          doc="Several elementwise ops in one pass (made by fuse_elementwise).")
+FUSED_MATMUL = OpDef("fused_matmul", _matmul_kernel, _matmul_infer, out_arg=True,
+                     doc="matmul with an in-place elementwise epilogue (made by fuse_matmul).")
+FUSED_OPS = (FUSED_ELEMENTWISE, FUSED_MATMUL)
+
+
+def is_fused(node) -> bool:
+    return node.op in FUSED_OPS

@@ -1,0 +1,64 @@
+"""Matmul epilogue fusion: `matmul` followed by elementwise work on its result (bias add,
+activation — already one fused_elementwise node, or a single op) becomes one `fused_matmul` node:
+the product is written into the result buffer and the epilogue runs over it in place.
+
+Applies when the product has no other reader and the epilogue keeps its shape and dtype (a
+broadcast to a bigger result would not fit the product's buffer). An epilogue that computes an
+output or a new state (`buf * momentum + grad`) stays separate: on its own it can run in place in
+the state's array, which the product (written first) could not.
+"""
+from __future__ import annotations
+
+from ..fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step, body_of
+from ..ir import Graph, Node
+from .fuse_elementwise import fusible
+from .rewrite import escaping
+
+
+def _epilogue_body(user: Node, product) -> tuple[FusedBody, list]:
+    """The user's body re-expressed with the product as input 0; returns (body, extra inputs)."""
+    extra = [v for v in user.inputs if v.id != product.id]
+    if user.op is FUSED_ELEMENTWISE:
+        old = user.attrs["body"]
+        order = [product] + extra
+        index = {v.id: i for i, v in enumerate(order)}
+        remap = [index[v.id] for v in user.inputs]
+        n_old = old.n_inputs
+        steps = [Step(s.op, [remap[a] if a < n_old else a - n_old + len(order) for a in s.args],
+                      s.attrs, s.type) for s in old.steps]
+        return FusedBody([v.type for v in order], steps), extra
+    return body_of([user], [product] + extra), extra
+
+
+def fuse_matmul(graph: Graph) -> Graph:
+    readers: dict = {}
+    for n in graph.nodes:
+        for vid in {v.id for v in n.inputs}:
+            readers.setdefault(vid, []).append(n)
+    seen = escaping(graph)
+    fused: dict = {}   # id(epilogue node) -> replacement
+    dropped: set = set()
+    for n in graph.nodes:
+        if n.op.name != "matmul" or not n.op.pure:
+            continue
+        product = n.outputs[0]
+        users = readers.get(product.id, [])
+        if product.id in seen or len(users) != 1:
+            continue
+        user = users[0]
+        if not (user.op is FUSED_ELEMENTWISE or fusible(user)) or id(user) in fused:
+            continue
+        out = user.outputs[0]
+        if out.id in seen:  # an output or new state: let the epilogue update it in place
+            continue
+        if (tuple(out.type.shape), out.type.dtype) != (tuple(product.type.shape),
+                                                       product.type.dtype):
+            continue
+        body, extra = _epilogue_body(user, product)
+        node = Node(FUSED_MATMUL, list(n.inputs) + extra, {"body": body}, user.outputs,
+                    user.scope, user.source)
+        out.producer = node
+        fused[id(user)] = node
+        dropped.add(id(n))
+    graph.nodes = [fused.get(id(n), n) for n in graph.nodes if id(n) not in dropped]
+    return graph
