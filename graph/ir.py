@@ -24,12 +24,15 @@ class Value:
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "outputs", "scope", "source")
+    """`grad_enabled`: whether autograd was recording when the node was traced (False for nodes
+    emitted by a backward pass or an optimizer step); checkpointing and AMP tell the forward
+    from the backward by it."""
+    __slots__ = ("op", "inputs", "attrs", "outputs", "scope", "source", "grad_enabled")
 
     def __init__(self, op: OpDef, inputs: list, attrs: dict, outputs: list, scope: str = "",
-                 source: str = ""):
+                 source: str = "", grad_enabled: bool = True):
         self.op, self.inputs, self.attrs, self.outputs = op, inputs, attrs, outputs
-        self.scope, self.source = scope, source
+        self.scope, self.source, self.grad_enabled = scope, source, grad_enabled
 
     def where(self) -> str:
         parts = [p for p in (self.scope, f"({self.source})" if self.source else "") if p]

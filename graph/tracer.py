@@ -143,6 +143,7 @@ class Tracer:
             raise dispatch.OpError(f"{op.name}: {exc}; inputs {list(types)} at {source}{where}") \
                 from exc
         node = self.graph.add_node(op, values, attrs, out_types, self.scope(), source)
+        node.grad_enabled = dispatch.state.grad_enabled
         outs = [self.wrap(v, i) for i, v in enumerate(node.outputs)]
         if op.num_outputs == 1:
             if op.view:  # in-place writes to the view are written back to its base

@@ -70,6 +70,6 @@ def fused_node(members: list) -> Node:
     inputs = list({v.id: v for m in members for v in m.inputs if v.id not in inside}.values())
     root = members[-1]
     node = Node(FUSED_ELEMENTWISE, inputs, {"body": body_of(members, inputs)}, root.outputs,
-                root.scope, root.source)
+                root.scope, root.source, root.grad_enabled)
     root.outputs[0].producer = node
     return node

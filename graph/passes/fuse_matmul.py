@@ -56,7 +56,7 @@ def fuse_matmul(graph: Graph) -> Graph:
             continue
         body, extra = _epilogue_body(user, product)
         node = Node(FUSED_MATMUL, list(n.inputs) + extra, {"body": body}, user.outputs,
-                    user.scope, user.source)
+                    user.scope, user.source, user.grad_enabled)
         out.producer = node
         fused[id(user)] = node
         dropped.add(id(n))

@@ -21,7 +21,7 @@ def make_node(graph: Graph, op, inputs: list, attrs: dict, out_types, like: Node
     """A new node (not yet placed in graph.nodes) with fresh output values; scope and source
     are taken from `like`, the node it replaces."""
     types = out_types if isinstance(out_types, tuple) else (out_types,)
-    node = Node(op, list(inputs), dict(attrs), [], like.scope, like.source)
+    node = Node(op, list(inputs), dict(attrs), [], like.scope, like.source, like.grad_enabled)
     node.outputs = [graph.new_value(t, "node", producer=node) for t in types]
     return node
 
