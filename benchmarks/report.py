@@ -8,6 +8,9 @@ import sys
 from dataclasses import dataclass
 
 CHECK_TOLERANCE = 1e-3   # first-step loss (relative) / first output (absolute) vs the reference
+# Below these, a measurement is noise (RSS moves in pages, and malloc arenas hold a few hundred
+# KiB); ratios of such values are not shown.
+RESOLUTION = {"rss_step_kib": 512.0}
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,8 @@ def _value(entries: dict, system: str, field: str):
     v = e.get(field)
     if not isinstance(v, (int, float)):
         return None, "n/a"
-    return (v, "") if v > 0 else (None, "~0")
+    floor = RESOLUTION.get(field, 0.0)
+    return (v, "") if v > floor else (None, f"<{floor / 1024:g}MiB" if floor else "~0")
 
 
 def ratio_cell(entries: dict, r: Ratio):
@@ -227,7 +231,8 @@ def format_text(report: dict) -> str:
                    f"{load['after']:.2f}")
         if load["before"] > 0.5 * (m["nproc"] or 1):
             out.append("WARNING: the machine was busy when this run started; other processes "
-                       "inflate and scatter every time below (multi-threaded libraries most).")
+                       "inflate and scatter every time below, multi-threaded libraries most "
+                       "(--threads 1 is far less sensitive to that).")
     out.append("")
     ratios = report["ratios"]
     workloads = list(report["workloads"])

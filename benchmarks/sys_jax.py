@@ -11,8 +11,14 @@ from .timing import first_call
 from .workloads import CLASSES, LR, MOMENTUM
 
 
+def jax_layout(weights: dict) -> dict:
+    """PyTorch-named weights with every matrix (Linear, attention projections) as (in, out)."""
+    import jax.numpy as jnp
+    return {k: jnp.asarray(v.T.copy() if v.ndim == 2 else v) for k, v in weights.items()}
+
+
 def _linear(p, name, x):
-    return x @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+    return x @ p[f"{name}.weight"] + p[f"{name}.bias"]
 
 
 def _conv_relu_pool(p, name, x):
@@ -35,7 +41,7 @@ def _layer_norm(p, name, x, eps=1e-5):
 def _self_attention(p, name, x, heads=4):
     import jax
     b, s, d = x.shape
-    qkv = x @ p[f"{name}.in_proj_weight"].T + p[f"{name}.in_proj_bias"]
+    qkv = x @ p[f"{name}.in_proj_weight"] + p[f"{name}.in_proj_bias"]
     q, k, v = (t.reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)
                for t in (qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]))
     att = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / (d // heads) ** 0.5, axis=-1)
@@ -82,8 +88,8 @@ def train_jit(workload, x, y, weights) -> Prepared:
 
     jax.clear_caches()  # a cold compile, as for every system's first call
     jitted = jax.jit(update, donate_argnums=(0, 1))
-    state = [{k: jnp.asarray(v) for k, v in weights.items()},
-             {k: jnp.zeros(v.shape, v.dtype) for k, v in weights.items()}]
+    params = jax_layout(weights)
+    state = [params, {k: jnp.zeros(v.shape, v.dtype) for k, v in params.items()}]
     xb, yb = jnp.asarray(x), jnp.asarray(y)
 
     def step():
@@ -99,7 +105,7 @@ def infer_jit(workload, x, weights) -> Prepared:
     import jax.numpy as jnp
     jax.clear_caches()
     jitted = jax.jit(lambda p, xb: forward(workload.name, p, xb))
-    params = {k: jnp.asarray(v) for k, v in weights.items()}
+    params = jax_layout(weights)
     xb = jnp.asarray(x)
 
     def run():

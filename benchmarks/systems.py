@@ -51,7 +51,7 @@ class System:
             except Exception as err:  # ImportError, or a broken install
                 return f"{mod} not importable ({type(err).__name__}: {err})"
         if quick and self.slow_first_call:
-            return "skipped under --quick (its first compile takes tens of seconds here)"
+            return "not run under --quick (its first compile takes seconds to tens of seconds)"
         return None
 
 

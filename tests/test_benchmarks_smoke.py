@@ -100,8 +100,13 @@ def test_ratios_and_text_name_failures():
                             "infer": {"ort_ours": {"status": "failed: ExportError: nope"}}}},
         "micro": {}, "micro_status": {},
     }
+    rep["workloads"]["w"]["memory"] = {"df_eager": {"status": "ok", "rss_step_kib": 100.0},
+                                       "df_graph": {"status": "ok", "rss_step_kib": 4096.0},
+                                       "torch_eager": {"status": "ok", "rss_step_kib": 2048.0}}
     ratios = report.compute_ratios(rep)
     assert ratios["train step: df_graph / df_eager"]["w"] == 0.25
+    assert ratios["step memory [RSS]: df_graph / torch_eager"]["w"] == 2.0
+    assert ratios["step memory [RSS]: df_graph / df_eager"]["w"] == "<0.5MiB"  # below resolution
     assert ratios["infer b=1: ort_ours / ort_torch"]["w"] == "failed"
     rep["ratios"] = ratios
     rep["meta"] = report.environment(["benchmarks/run.py"], {})
