@@ -1,9 +1,9 @@
 """Peak memory of one training step, measured the same way for every system.
 
 Each system runs in a fresh subprocess that takes the workloads in turn: build, compile, warm up
-(3 steps); then, three times: drop gradients (so every system rests in the same state: weights + optimizer state),
-collect garbage, read the resident set size, reset the kernel's high-water mark
-(`/proc/self/clear_refs` <- 5), run one step and read the new high-water mark (`VmHWM`).
+(3 steps); then, three times: drop gradients (so every system rests in the same state: weights
+and optimizer state), collect garbage, read the resident set size, reset the kernel's high-water
+mark (`/proc/self/clear_refs` <- 5), run one step and read the new high-water mark (`VmHWM`).
 The reported number is the median of (VmHWM - VmRSS before the step): the extra resident memory a
 steady-state step needs (activations, gradients, temporaries, workspace). glibc's malloc is pinned
 to mmap large blocks and to trim freed memory (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_), so
