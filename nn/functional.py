@@ -13,7 +13,8 @@ from dualflow.ops.attention import scaled_dot_product_attention
 from dualflow.ops.compare import clamp_min_fn, ge, where
 from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
 from dualflow.ops.dropout import dropout, dropout1d, dropout2d, dropout3d
-from dualflow.ops.index import embedding, one_hot
+from dualflow.ops.gather import embedding, one_hot
+from dualflow.ops.join import pad
 from dualflow.ops.linalg import einsum, linear
 from dualflow.ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits,
                                cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
@@ -22,8 +23,9 @@ from dualflow.ops.normalization import (batch_norm, group_norm, layer_norm,
                                         log_softmax, softmax)
 from dualflow.ops.pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,
                                avg_pool2d, max_pool1d, max_pool2d)
-from dualflow.ops.reduce import sum_fn, vector_norm
-from dualflow.ops.shape import chunk, pad, reshape
+from dualflow.ops.reduce import sum_fn
+from dualflow.ops.shape import chunk, reshape
+from dualflow.ops.stats import vector_norm
 from dualflow.ops.unary import tanh
 
 

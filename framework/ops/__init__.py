@@ -13,9 +13,9 @@ from .opdef import REGISTRY, OpDef, TensorType, defop, not_exportable  # noqa: F
 from .dispatch import OpError, apply, apply_inplace  # noqa: F401
 from .rules import ShapeError  # noqa: F401
 
-FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "shape", "index",
-            "linalg", "conv", "pool", "normalization", "loss", "attention", "dropout", "random",
-            "inplace")
+FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats", "scan", "shape",
+            "join", "index", "gather", "linalg", "conv", "pool", "normalization", "loss",
+            "attention", "dropout", "random", "inplace")
 
 EXPORTS: dict = {}
 METHODS: dict = {}

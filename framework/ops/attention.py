@@ -9,7 +9,7 @@ import numpy as np
 from .compare import eq, logical_not, where
 from .core import broadcast_to
 from .dropout import dropout
-from .index import masked_fill
+from .gather import masked_fill
 from .linalg import matmul
 from .normalization import softmax
 from .reduce import all_op

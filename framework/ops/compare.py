@@ -95,7 +95,7 @@ def where(condition, input=None, other=None) -> Tensor | tuple:
     """`input` where `condition` holds, else `other` (both promoted like arithmetic operands).
     `where(condition)` alone is `nonzero(condition, as_tuple=True)`."""
     if input is None and other is None:
-        from .index import nonzero
+        from .gather import nonzero
         return nonzero(condition, as_tuple=True)
     if input is None or other is None:
         raise TypeError("where: expected where(condition, input, other) or where(condition)")

@@ -13,7 +13,7 @@ import warnings
 from .activation import softplus
 from .compare import clamp, eq, lt, ne, where
 from .core import broadcast_to
-from .index import gather, index_select
+from .gather import gather, index_select
 from .normalization import log_softmax
 from .reduce import mean, sum_fn
 from .rules import broadcast_shapes

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .conv import _batched, _pair, conv2d_op, sliding_windows, window_count
-from .index import gather
+from .gather import gather
 from .linalg import matmul
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError

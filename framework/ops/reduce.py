@@ -1,10 +1,12 @@
-"""Reductions over `dim` (None, int or tuple) with `keepdim`, as in PyTorch.
+"""Reductions over `dim` (None, int or tuple) with `keepdim`, as in PyTorch: sum, mean, prod,
+max/min, amax/amin, argmax/argmin, all/any.
 
 Public functions turn `dim` into the canonical attribute (None for "every dim", else a sorted tuple
 of non-negative axes) so compiled graphs are keyed by one spelling, and raise PyTorch's errors
 (empty max, integer mean, ...). Each kernel is one or two `xp` calls. VJPs broadcast the reduced
 gradient back with `broadcast_to`; masks are built from the `sign` op (zero gradient), so every
-VJP differentiates again.
+VJP differentiates again. Statistics and norms (stats.py) and scans (scan.py) build on the
+helpers here.
 """
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from collections import namedtuple
 from .. import dtype as dt
 from . import rules
 from .core import broadcast_to
+from .join import flip_op
 from .opdef import TensorType, defop, not_exportable
-from .shape import (dim_index, dim_list, flip_op, inverse_permutation, narrow_op, pad_op, pad_spec,
-                    permute, reshape, unsqueeze)
+from .shape import dim_index, dim_list, inverse_permutation, permute, reshape, unsqueeze
 
 
 # ---- attributes and shapes -----------------------------------------------------------------------
@@ -85,19 +87,6 @@ def _equal(a, b):
     return 1.0 - _sign(a - b)
 
 
-def _shift(v, dim: int, fill: float):
-    """v moved one step along `dim`, `fill` entering at the front (exclusive scans)."""
-    n = v.shape[dim]
-    if n == 0:
-        return v
-    return pad_op(narrow_op(v, dim=dim, start=0, length=n - 1),
-                  pad=pad_spec(v.ndim, dim, 1, 0), value=fill)
-
-
-def _reverse_cumsum(v, dim: int):
-    return flip_op(cumsum_op(flip_op(v, dims=(dim,)), dim=dim), dims=(dim,))
-
-
 # ---- ONNX lowerings (see export/context.py for `ctx`) --------------------------------------------
 def _reduced(ctx, node, name):
     """(input, axes or None for all, keepdim); a 0-d input is reduced as a 1-element vector."""
@@ -156,40 +145,6 @@ def _lower_select(reduce_type: str, arg_type: str):
     return lower
 
 
-def _lower_moment(root: bool):
-    """var/std: the summed squared deviations over max(0, N - correction)."""
-    def lower(ctx, node):
-        x, dtype = node.inputs[0], node.inputs[0].type.dtype
-        name, axes, keep = _reduced(ctx, node, ctx.input(node, 0))
-        shape = ctx.shape(x)
-        counted = [shape[d] for d in (range(len(shape)) if axes is None else axes)]
-        dev = ctx.emit("Sub", [name, ctx.reduce("ReduceMean", name, axes, True)])
-        spread = ctx.reduce("ReduceSum", ctx.emit("Mul", [dev, dev]), axes, keep)
-        correction = node.attrs.get("correction", 1)
-        if all(isinstance(n, int) for n in counted):
-            dof = ctx.scalar(max(0, math.prod(counted) - correction), dtype)
-        else:
-            dof = ctx.emit("Max", [ctx.emit("Sub", [ctx.numel(counted, dtype),
-                                                     ctx.scalar(correction, dtype)]),
-                                   ctx.scalar(0, dtype)])
-        out = ctx.emit("Div", [spread, dof])
-        return ctx.emit("Sqrt", [out]) if root else out
-    return lower
-
-
-def _lower_logsumexp(ctx, node):
-    """log(sum(exp(x - top))) + top, with top the finite max (as the kernel computes it)."""
-    x, axes, keep = _reduced(ctx, node, ctx.input(node, 0))
-    top = ctx.reduce("ReduceMax", x, axes, True)
-    bad = ctx.emit("Or", [ctx.emit("IsNaN", [top]), ctx.emit("IsInf", [top])])
-    top = ctx.emit("Where", [bad, ctx.scalar(0, node.inputs[0].type.dtype), top])
-    total = ctx.reduce("ReduceSum", ctx.emit("Exp", [ctx.emit("Sub", [x, top])]), axes, True)
-    out = ctx.emit("Add", [ctx.emit("Log", [total]), top])
-    if keep:
-        return out
-    return ctx.squeeze(out, range(len(ctx.shape(node.inputs[0])) or 1) if axes is None else axes)
-
-
 def _lower_logical(is_all: bool):
     """all/any: count the False (all) or True (any) entries."""
     def lower(ctx, node):
@@ -199,33 +154,6 @@ def _lower_logical(is_all: bool):
         out = ctx.emit("Equal" if is_all else "Greater", [count, ctx.scalar(0, dt.int64)])
         return ctx.cast(out, dt.uint8) if node.outputs[0].type.dtype is dt.uint8 else out
     return lower
-
-
-def _lower_cumsum(ctx, node):
-    x = node.inputs[0]
-    name = ctx.input(node, 0) if x.type.dtype.is_floating_point else \
-        ctx.input_as(node, 0, dt.int64)
-    if not x.type.shape:
-        return name
-    return ctx.emit("CumSum", [name, ctx.scalar(node.attrs["dim"], dt.int64)])
-
-
-def _lower_vector_norm(ctx, node):
-    p, dtype = node.attrs.get("ord", 2.0), node.inputs[0].type.dtype
-    x, axes, keep = _reduced(ctx, node, ctx.input(node, 0))
-    size = ctx.emit("Abs", [x])
-    if p == 2:
-        return ctx.emit("Sqrt", [ctx.reduce("ReduceSum", ctx.emit("Mul", [x, x]), axes, keep)])
-    if math.isinf(p):
-        return ctx.reduce("ReduceMax" if p > 0 else "ReduceMin", size, axes, keep)
-    if p == 0:
-        nonzero = ctx.emit("Not", [ctx.emit("Equal", [size, ctx.scalar(0, dtype)])])
-        return ctx.reduce("ReduceSum", ctx.cast(nonzero, dtype), axes, keep)
-    if p == 1:
-        return ctx.reduce("ReduceSum", size, axes, keep)
-    powered = ctx.emit("Pow", [size, ctx.scalar(p, dtype)])
-    return ctx.emit("Pow", [ctx.reduce("ReduceSum", powered, axes, keep),
-                            ctx.scalar(1.0 / p, dtype)])
 
 
 # ---- sums, means, products -----------------------------------------------------------------------
@@ -250,6 +178,7 @@ mean_op = defop("mean", _mean_kernel, rules.reduce,
 def _prod_others(x, dim):
     """Per element, the product of the others it is reduced with. Exact with zeros: the product
     of an exclusive cumprod from each side (not out / x)."""
+    from .scan import _shift, cumprod_op  # scan.py builds on this module
     axes = tuple(range(x.ndim)) if dim is None else rules.norm_dims(dim, x.ndim)
     keep = tuple(d for d in range(x.ndim) if d not in axes)
     moved = permute(x, keep + axes)
@@ -357,58 +286,6 @@ min_dim = defop("min_dim", _select_kernel("argmin"), _select_rule, _select_vjp, 
 _RESULTS = {name: namedtuple(name, ("values", "indices")) for name in ("max", "min")}
 
 
-# ---- moments and log-sum-exp ---------------------------------------------------------------------
-def _moment_kernel(root: bool):
-    """var/std; PyTorch divides by max(0, N - correction), so few elements give inf or nan."""
-    def kernel(xp, x, dim=None, correction=1, keepdim=False):
-        axes, n = _axes(dim, x.ndim), _count(x.shape, dim)
-        if n - correction > 0:
-            return (x.std if root else x.var)(axis=axes, ddof=correction, keepdims=keepdim)
-        shape = rules.reduced_shape(x.shape, dim, keepdim)
-        if n == 0:
-            return xp.full(shape, xp.nan, dtype=x.dtype)
-        dev = x - x.mean(axis=axes, keepdims=True)
-        spread = (dev * dev).sum(axis=axes, keepdims=keepdim)
-        return xp.where(spread > 0, xp.inf, xp.nan).astype(x.dtype).reshape(shape)
-    return kernel
-
-
-def _moment_vjp(root: bool):
-    """d var = 2 (x - mean) / dof; d std = d var / (2 std). dof = max(0, N - correction)."""
-    def vjp(g, out, x, dim=None, correction=1, keepdim=False):
-        dof = _count(x.shape, dim) - correction
-        scale = (1.0 if root else 2.0) / dof if dof > 0 else math.inf
-        g = _back(g / out if root else g, x, dim, keepdim)
-        return (g * (x - mean_op(x, dim=dim, keepdim=True)) * scale,)
-    return vjp
-
-
-var_op = defop("var", _moment_kernel(False), rules.reduce, _moment_vjp(False), saves=(0,),
-               onnx=_lower_moment(False))
-std_op = defop("std", _moment_kernel(True), rules.reduce, _moment_vjp(True), saves=(0,),
-               saves_out=True, onnx=_lower_moment(True))
-
-
-def _logsumexp_kernel(xp, x, dim=None, keepdim=False):
-    axes, shape = _axes(dim, x.ndim), rules.reduced_shape(x.shape, dim, keepdim)
-    if _count(x.shape, dim) == 0:
-        return xp.full(shape, -xp.inf, dtype=x.dtype)
-    top = xp.amax(x, axis=axes, keepdims=True)
-    top = xp.where(xp.isfinite(top), top, 0)  # all -inf (or an inf) must not give inf - inf
-    total = xp.exp(x - top).sum(axis=axes, keepdims=True)
-    nothing = total == 0                      # every entry -inf: the result is -inf, quietly
-    return (xp.log(total + nothing) + xp.where(nothing, -xp.inf, top)).reshape(shape)
-
-
-def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
-    from . import exp
-    return (_back(g, x, dim, keepdim) * exp(x - _back(out, x, dim, keepdim)),)
-
-
-logsumexp_op = defop("logsumexp", _logsumexp_kernel, rules.reduce, _logsumexp_vjp,
-                     saves_out=True, onnx=_lower_logsumexp)
-
-
 # ---- logical -------------------------------------------------------------------------------------
 def _logical_kernel(fn):
     def kernel(xp, x, dim=None, keepdim=False):
@@ -424,100 +301,6 @@ def _logical_rule(x, dim=None, keepdim=False):
 
 all_op = defop("all", _logical_kernel("all"), _logical_rule, onnx=_lower_logical(True))
 any_op = defop("any", _logical_kernel("any"), _logical_rule, onnx=_lower_logical(False))
-
-
-# ---- scans ---------------------------------------------------------------------------------------
-def _scan_kernel(fn):
-    def kernel(xp, x, dim):
-        if x.ndim == 0:
-            return x.astype(_acc(x) or x.dtype)
-        return getattr(xp, fn)(x, axis=dim, dtype=_acc(x))
-    return kernel
-
-
-def _scan_rule(x, dim):
-    return TensorType(x.shape, x.dtype if x.dtype.is_floating_point else dt.int64, x.device)
-
-
-def _linear_scan_kernel(xp, a, b, dim):
-    """h[k] = a[k] * h[k-1] + b[k] along `dim`, h[0] = b[0]: one vectorised step per position."""
-    a, b = xp.moveaxis(a, dim, 0), xp.moveaxis(b, dim, 0)
-    h = b.copy()
-    for k in range(1, len(b)):
-        h[k] += a[k] * h[k - 1]
-    return xp.moveaxis(h, 0, dim)
-
-
-def _reverse_scan(a, b, dim: int):
-    """λ[k] = b[k] + a[k+1] * λ[k+1] along `dim` (the adjoint of a linear scan)."""
-    flipped = flip_op(a, dims=(dim,))
-    return flip_op(linear_scan(_shift(flipped, dim, 0.0), flip_op(b, dims=(dim,)), dim=dim),
-                   dims=(dim,))
-
-
-def _linear_scan_vjp(g, out, a, b, dim):
-    adjoint = _reverse_scan(a, g, dim)
-    return adjoint * _shift(out, dim, 0.0), adjoint
-
-
-linear_scan = defop(
-    "linear_scan", _linear_scan_kernel, lambda a, b, dim: b, _linear_scan_vjp, saves=(0,),
-    saves_out=True, promote=True, onnx=not_exportable("only cumprod gradients use it"),
-    doc="The first-order linear recurrence; its VJP is itself reversed, so it differentiates "
-        "to any order. cumprod's gradient is made of it, exact where the input has zeros.")
-
-
-def _cumprod_vjp(g, out, x, dim):
-    """d/dx[j] = prod(x[:j]) * S[j] with S[j] = g[j] + x[j+1] * S[j+1]: no division by x."""
-    if not x.shape:
-        return (g,)
-    return (_shift(out, dim, 1.0) * _reverse_scan(x, g, dim),)
-
-
-cumsum_op = defop("cumsum", _scan_kernel("cumsum"), _scan_rule,
-                  vjp=lambda g, out, x, dim: (_reverse_cumsum(g, dim) if x.shape else g,),
-                  saves=(), onnx=_lower_cumsum)
-cumprod_op = defop("cumprod", _scan_kernel("cumprod"), _scan_rule, _cumprod_vjp,
-                   saves=(0,), saves_out=True,
-                   onnx=not_exportable("ONNX has no cumulative product"))
-
-
-# ---- vector norms --------------------------------------------------------------------------------
-def _norm_kernel(xp, x, ord=2.0, dim=None, keepdim=False):
-    axes = _axes(dim, x.ndim)
-    if ord == 2:
-        return xp.sqrt((x * x).sum(axis=axes, keepdims=keepdim))
-    a = xp.abs(x)
-    if ord == math.inf:
-        return a.max(axis=axes, keepdims=keepdim)
-    if ord == -math.inf:
-        return a.min(axis=axes, keepdims=keepdim)
-    if ord == 0:
-        return (a != 0).sum(axis=axes, keepdims=keepdim).astype(x.dtype)
-    if ord == 1:
-        return a.sum(axis=axes, keepdims=keepdim)
-    return ((a ** ord).sum(axis=axes, keepdims=keepdim)) ** (1.0 / ord)
-
-
-def _norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
-    gb, norm = _back(g, x, dim, keepdim), _back(out, x, dim, keepdim)
-    if ord == 0:
-        return (gb * 0.0,)
-    unit = norm + _equal(norm, 0.0)                     # the norm, with 1 where it is 0
-    if ord == 2:  # x / norm, and 0 where the norm is 0 (x is 0 there too)
-        return (gb * x / unit,)
-    sign = _sign(x)
-    if math.isinf(ord):  # like amax: ties share the gradient
-        size = x * sign
-        hit = _equal(norm, size) if ord > 0 else _equal(size, norm)
-        count = _back(sum_(hit, dim=dim, keepdim=True), x, dim, True)
-        return (gb * sign * hit / count,)
-    size = x * sign + (1.0 - sign * sign)               # |x|, with 1 where x is 0
-    return (gb * sign * (size / unit) ** (ord - 1.0),)
-
-
-vector_norm_op = defop("vector_norm", _norm_kernel, rules.reduce, _norm_vjp, saves_out=True,
-                       onnx=_lower_vector_norm)
 
 
 # ---- public functions ----------------------------------------------------------------------------
@@ -579,46 +362,6 @@ def _argmax_like(name: str, op):
     return fn
 
 
-def _correction(op: str, dim, unbiased, correction):
-    """PyTorch's overloads: var(x, unbiased), var(x, dim, unbiased, keepdim), correction=."""
-    if isinstance(dim, bool):
-        dim, unbiased = None, dim
-    if unbiased is not None and correction is not None:
-        raise TypeError(f"{op}(): pass either unbiased or correction, not both")
-    if correction is None:
-        correction = 1 if unbiased is None else int(unbiased)
-    return dim, correction
-
-
-def _moment(name: str, op):
-    def fn(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-        dim, correction = _correction(name, dim, unbiased, correction)
-        _float_only(name, input)
-        return op(input, dim=canonical_dims(dim, input.ndim, name), correction=correction,
-                  keepdim=keepdim)
-    fn.__name__ = name
-    return fn
-
-
-var = _moment("var", var_op)
-std = _moment("std", std_op)
-
-
-def _with_mean(moment):
-    """var_mean / std_mean: the moment and the mean over the same dims, as a tuple."""
-    def fn(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-        return (moment(input, dim, unbiased, keepdim, correction=correction),
-                mean(input, None if isinstance(dim, bool) else dim, keepdim))
-    fn.__name__ = f"{moment.__name__}_mean"
-    return fn
-
-
-def logsumexp(input, dim, keepdim: bool = False):
-    if not input.dtype.is_floating_point:
-        input = input.to(dt.get_default_dtype())
-    return logsumexp_op(input, dim=canonical_dims(dim, input.ndim, "logsumexp"), keepdim=keepdim)
-
-
 def _logical(name: str, op):
     def fn(input, dim=None, keepdim: bool = False):
         return op(input, dim=canonical_dims(dim, input.ndim, name), keepdim=keepdim)
@@ -626,43 +369,10 @@ def _logical(name: str, op):
     return fn
 
 
-def _scan(name: str, op):
-    def fn(input, dim: int, *, dtype=None):
-        input = _cast_for(input, dtype)
-        return op(input, dim=dim_index(dim, input.ndim, name))
-    fn.__name__ = name
-    return fn
-
-
-def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
-    """torch.linalg.vector_norm: ord 2 (default), 1, inf, -inf, 0 or any other real."""
-    x = _cast_for(x, dtype)
-    _float_only("linalg.vector_norm", x)
-    dims = canonical_dims(dim, x.ndim, "linalg.vector_norm")
-    if (ord < 0 or math.isinf(ord)) and _count(x.shape, dims) == 0:
-        raise rules.ShapeError(f"linalg.vector_norm cannot compute the {ord} norm on an empty "
-                               f"tensor (shape {tuple(x.shape)}) because it has no identity")
-    return vector_norm_op(x, ord=float(ord), dim=dims, keepdim=keepdim)
-
-
-def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
-    """torch.norm: 'fro' and numbers are vector norms over `dim` (all dims by default)."""
-    if p == "fro":
-        p = 2
-    elif isinstance(p, str):
-        raise NotImplementedError(f"norm: p={p!r} is not supported; use 'fro' or a number")
-    return vector_norm(input, p, dim, keepdim, dtype=dtype)
-
-
 EXPORTS = {
     "sum": sum_fn, "mean": mean, "prod": prod, "max": max_fn, "min": min_fn,
     "amax": _amax_like("amax", amax_op), "amin": _amax_like("amin", amin_op),
     "argmax": _argmax_like("argmax", argmax_op), "argmin": _argmax_like("argmin", argmin_op),
-    "var": var, "std": std, "var_mean": _with_mean(var), "std_mean": _with_mean(std),
-    "logsumexp": logsumexp,
     "all": _logical("all", all_op), "any": _logical("any", any_op),
-    "cumsum": _scan("cumsum", cumsum_op), "cumprod": _scan("cumprod", cumprod_op), "norm": norm,
 }
-METHODS = {name: EXPORTS[name] for name in (
-    "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
-    "logsumexp", "all", "any", "cumsum", "cumprod", "norm")}
+METHODS = dict(EXPORTS)

@@ -287,7 +287,7 @@ PARITY = [  # (label, call(module, x), input)
     ("norm-0", lambda m, x: x.norm(0, 0), _ZEROS),
     ("norm-zero-row", lambda m, x: x.norm(dim=1), np.vstack([_A, np.zeros((1, 4))])),
     ("vector_norm", lambda m, x: m.linalg.vector_norm(x, 3, (0, 1)) if m is torch else
-     flow.ops.reduce.vector_norm(x, 3, (0, 1)), _B),
+     flow.ops.stats.vector_norm(x, 3, (0, 1)), _B),
 ]
 
 
