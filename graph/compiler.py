@@ -39,10 +39,11 @@ def fused_groups(graph: Graph) -> list:
              "where": n.where()} for n in graph.nodes if is_fused(n)]
 
 
-def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False,
-                  config=None) -> tuple:
+def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False, config=None,
+                  module_names: dict | None = None) -> tuple:
     """Optimise and generate code; returns (Executable, report dict). `config` (an
-    nn.GraphConfig or anything with its attributes) adds checkpointing / mixed precision."""
+    nn.GraphConfig) adds its disabled passes, checkpointing and mixed precision; `module_names`
+    (id(module) -> qualified name) resolves the checkpointed modules to scopes."""
     start = time.perf_counter()
     disabled = set(disabled_passes) | set(getattr(config, "disabled_passes", ()))
     verify = verify or bool(getattr(config, "verify", False))
@@ -51,7 +52,7 @@ def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False,
     if verify:
         graph.verify()
     nodes_traced = len(graph.nodes)
-    graph = run_passes(graph, disabled, verify, passes, configured_passes(config))
+    graph = run_passes(graph, disabled, verify, passes, configured_passes(config, module_names or {}))
     t0 = time.perf_counter()
     plan = plan_memory(graph, inplace="inplace" not in disabled,
                        slots="memory_plan" not in disabled)

@@ -106,8 +106,17 @@ def kernel_call(kname: str, args: list, attrs: dict, env: dict, prefix: str, out
     return f"{kname}({', '.join(parts)})"
 
 
+CHUNK_MIN = 1 << 17      # bodies with at least this many result elements run in row blocks
+CHUNK_TARGET = 1 << 15   # elements per block: the block's buffers stay in the L2 cache
+
+
 class _BodyCompiler:
-    """Writes one body's function: one line per step, destinations chosen as values die."""
+    """Writes one body's function: one line per step, destinations chosen as values die.
+
+    Big bodies run block by block over the result's first axis (all steps on one block, then the
+    next): intermediates and kernel temporaries are block-sized, so the group is one pass over
+    memory and its transient memory is small. Elementwise steps make blocks independent, so the
+    result is the same, bit for bit."""
 
     def __init__(self, body, xp, alias: int | None):
         self.body, self.xp, self.alias = body, xp, alias
@@ -118,12 +127,27 @@ class _BodyCompiler:
             for a in s.args:
                 self.last_read[a] = j
         self.env = {"xp": xp, "_empty": xp.empty, "_copyto": xp.copyto}
-        self.lines = [f"def fused({', '.join(f'x{i}' for i in range(self.n))}, out=None):"]
         self.holder: dict = {}    # buffer name -> ref of the value it holds (None: free)
         self.btype: dict = {}     # buffer name -> (shape, dtype)
-        self.where: dict = {i: f"x{i}" for i in range(self.n)}   # ref -> name
         self.root_writes = can_write_out(self.steps[-1], body.input_types)
         self.scratch = 0
+        out = body.type
+        self.rows = _block_rows(out.shape)
+        self.ind = "        " if self.rows else "    "
+        self.where: dict = {i: (f"c{i}" if self._blocked(t) else f"x{i}")
+                            for i, t in enumerate(body.input_types)}
+        self.body_lines: list = []
+
+    def _blocked(self, vtype) -> bool:
+        shape, out = tuple(vtype.shape), tuple(self.body.type.shape)
+        return bool(self.rows) and len(shape) == len(out) and shape[:1] == out[:1]
+
+    def _shape(self, vtype) -> str:
+        """The shape of a step's buffer: block-sized along the first axis when blocked."""
+        shape = tuple(vtype.shape)
+        if self._blocked(vtype):
+            return "(n, " + "".join(f"{d}, " for d in shape[1:]) + ")"
+        return repr(shape)
 
     def types(self) -> list:
         return list(self.body.input_types) + [s.type for s in self.steps]
@@ -132,7 +156,7 @@ class _BodyCompiler:
         name = f"b{self.scratch}"
         self.scratch += 1
         self.env[f"D_{name}"] = vtype.dtype.np
-        self.lines.append(f"    {name} = _empty({tuple(vtype.shape)!r}, D_{name})")
+        self.body_lines.append(f"{name} = _empty({self._shape(vtype)}, D_{name})")
         self.btype[name] = (tuple(vtype.shape), vtype.dtype)
         self.holder[name] = None
         return name
@@ -147,12 +171,12 @@ class _BodyCompiler:
         names = [b for b in self.holder if self.btype[b] == want and self._reusable(b, j, safe_refs)]
         held = [b for b in names if self.holder[b] is not None]   # in place first (cache-hot)
         for name in held + [b for b in names if b not in held]:
-            if name != "out" or j == self.root or self._out_ok_for(j):
+            if name != "o" or j == self.root or self._out_ok_for(j):
                 return name
         return self._new_buffer(vtype)
 
     def _out_ok_for(self, j: int) -> bool:
-        """An intermediate may sit in `out` if the last step may overwrite it while reading it."""
+        """An intermediate may sit in `o` if the last step may overwrite it while reading it."""
         ref = self.n + j
         reader = next(k for k in range(j + 1, len(self.steps)) if ref in self.steps[k].args)
         return reader != self.root or self._safe_refs(self.root) >= {ref}
@@ -169,24 +193,15 @@ class _BodyCompiler:
         return {s.args[p] for p in safe_pos} - unsafe
 
     def compile(self):
-        root_t = self.steps[-1].type
+        root_t = self.body.type
         if self.root_writes:
-            self.btype["out"] = (tuple(root_t.shape), root_t.dtype)
-            self.holder["out"] = self.alias if self.alias in self.last_read else None
-            if self.alias is None:
-                self.env["D_out"] = root_t.dtype.np
-                self.lines.append(f"    if out is None:\n"
-                                  f"        out = _empty({tuple(root_t.shape)!r}, D_out)")
-            else:
-                self.where[self.alias] = "out"
+            self.btype["o"] = (tuple(root_t.shape), root_t.dtype)
+            self.holder["o"] = self.alias if self.alias in self.last_read else None
+            if self.alias is not None:
+                self.where[self.alias] = "o"
         for j, s in enumerate(self.steps):
             self._step(j, s)
-        result = self.where[self.n + self.root]
-        if result != "out":
-            self.lines.append(f"    if out is not None:\n        _copyto(out, {result})\n"
-                              f"        return out")
-        self.lines.append(f"    return {result}")
-        source = "\n".join(self.lines) + "\n"
+        source = "\n".join(self._function(root_t)) + "\n"
         filename = f"<dualflow-fused-{next(_counter)}:{self.body.name}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         exec(compile(source, filename, "exec"), self.env)  # noqa: S102 - our generated code
@@ -194,26 +209,56 @@ class _BodyCompiler:
         fn.source = source
         return fn
 
+    def _function(self, root_t) -> list:
+        result = self.where[self.n + self.root]
+        self.env["D_out"] = root_t.dtype.np
+        lines = [f"def fused({', '.join(f'x{i}' for i in range(self.n))}, out=None):"]
+        if self.rows or (self.root_writes and self.alias is None):
+            lines.append(f"    if out is None:\n        out = _empty({tuple(root_t.shape)!r}, "
+                         f"D_out)")
+        ind = self.ind
+        if self.rows:
+            total = root_t.shape[0]
+            lines.append(f"    for lo in range(0, {total}, {self.rows}):")
+            lines.append(f"{ind}hi = lo + {self.rows}")
+            lines.append(f"{ind}n = min(hi, {total}) - lo")
+            lines += [f"{ind}c{i} = x{i}[lo:hi]" for i, t in enumerate(self.body.input_types)
+                      if self._blocked(t) and i != self.alias]
+            lines.append(f"{ind}o = out[lo:hi]")
+        else:
+            lines.append(f"{ind}o = out")
+        lines += [ind + line for line in self.body_lines]
+        if self.rows:
+            if result != "o":
+                lines.append(f"{ind}_copyto(o, {result})")
+            lines.append("    return out")
+        elif result != "o":
+            lines.append(f"    if out is not None:\n        _copyto(out, {result})\n"
+                         f"        return out\n    return {result}")
+        else:
+            lines.append("    return o")
+        return lines
+
     def _step(self, j: int, s) -> None:
         arg_types = [self.types()[a] for a in s.args]
         args = [self.where[a] for a in s.args]
         tmpl = template_for(s.op, s.type, arg_types)
         dest = None
         if tmpl is not None or s.op.out_arg:
-            if j == self.root and self.root_writes and self._reusable("out", j, self._safe_refs(j)):
-                dest = "out"
+            if j == self.root and self.root_writes and self._reusable("o", j, self._safe_refs(j)):
+                dest = "o"
             else:
                 dest = self._dest(j, s.type, self._safe_refs(j) if j != self.root else set())
         if tmpl is not None:
             code = tmpl[0].format(*args, o=dest)
             for fname in re.findall(r"([a-z_0-9]+)\(", code):
                 self.env.setdefault(fname, getattr(self.xp, fname))
-            self.lines += [f"    {part.strip()}" for part in code.split(";")]
+            self.body_lines += [part.strip() for part in code.split(";")]
         else:
             self.env[f"K{j}"] = s.op.kernel
             call = kernel_call(f"K{j}", args, s.attrs, self.env, f"A{j}", dest)
             dest = dest or f"t{j}"
-            self.lines.append(f"    {dest} = {call}")
+            self.body_lines.append(f"{dest} = {call}")
         for a in set(s.args):  # values read for the last time free their buffers
             name = self.where[a]
             if self.last_read[a] == j and self.holder.get(name, "absent") == a:
@@ -221,6 +266,17 @@ class _BodyCompiler:
         self.where[self.n + j] = dest
         if dest in self.holder:
             self.holder[dest] = self.n + j
+
+
+def _block_rows(shape: tuple) -> int | None:
+    """Rows per block for a result of this shape, or None to run it whole."""
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel < CHUNK_MIN or not shape or shape[0] < 2:
+        return None
+    rows = max(1, CHUNK_TARGET * shape[0] // numel)
+    return rows if rows < shape[0] else None
 
 
 def compile_body(body, xp, alias: int | None):

@@ -60,14 +60,13 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
     if tmpl is not None and (dest is not None or plain):
         code = tmpl[0].format(*args, o=dest) if dest else \
             tmpl[0].replace(", out={o}", "").format(*args)
-        fname = code.split("(", 1)[0]
-        if ";" in code:  # a multi-call template becomes one tuple expression; its result is dest
-            parts = [p.strip() for p in code.split(";")]
-            for p in parts:
-                env.setdefault(p.split("(", 1)[0], getattr(xp, p.split("(", 1)[0]))
-            return f"({', '.join(parts)}, {dest})[-1]", True
-        env.setdefault(fname, getattr(xp, fname))
-        return code, dest is not None
+        parts = [p.strip() for p in code.split(";")]
+        for p in parts:
+            fname = p.split("(", 1)[0]
+            env.setdefault(fname, getattr(xp, fname))
+        if plain:  # a ufunc returns its result (its out= buffer when given)
+            return code, dest is not None
+        return f"({', '.join(parts)}, {dest})[-1]", True  # calls that fill dest, then dest
     env[f"K{i}"] = node.op.kernel
     return kernel_call(f"K{i}", args, node.attrs, env, f"A{i}", dest), dest is not None
 

@@ -23,11 +23,18 @@ from . import emit
 from .ir import Graph
 
 REUSE_WINDOW = 16
-_MAY_ALIAS = ("sum_to", "cast", "to_device")  # kernels that may hand back their input itself
 
 
-def aliases_input(op) -> bool:
-    return op.view or op.name in _MAY_ALIAS
+def aliases_input(node) -> bool:
+    """Whether the node's result may share memory with its first input: views, and the kernels
+    that hand back their input itself when there is nothing to do."""
+    op = node.op
+    if op.view:
+        return True
+    if op.name in ("sum_to", "cast", "to_device") and node.inputs:
+        a, b = node.inputs[0].type, node.outputs[0].type
+        return (tuple(a.shape), a.dtype, a.device) == (tuple(b.shape), b.dtype, b.device)
+    return False
 
 
 def nbytes(vtype) -> int:
@@ -84,7 +91,7 @@ class _Planner:
         """value id -> last reader of the value or of any view made from it (transitively)."""
         out = dict(self.last)
         for n in reversed(self.graph.nodes):
-            if aliases_input(n.op) and n.inputs:
+            if aliases_input(n) and n.inputs:
                 src = n.inputs[0].id
                 for o in n.outputs:
                     out[src] = max(out.get(src, -1), out.get(o.id, -1))
@@ -105,7 +112,7 @@ class _Planner:
         return self.plan
 
     def _place(self, i: int, n) -> None:
-        if aliases_input(n.op) and n.inputs:
+        if aliases_input(n) and n.inputs:
             for o in n.outputs:
                 self.root[o.id] = self.root.get(n.inputs[0].id, n.inputs[0].id)
             return
@@ -197,7 +204,7 @@ class _Planner:
         unplanned = [0] * (n_nodes + 1)
         planned = [0] * (n_nodes + 1)
         for i, n in enumerate(nodes):
-            if aliases_input(n.op):
+            if aliases_input(n):
                 continue
             for o in n.outputs:
                 size = nbytes(o.type)

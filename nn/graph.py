@@ -24,13 +24,15 @@ from .module import Module
 
 
 class GraphConfig:
-    """Per-graph compile options (OneFlow's `graph.config`)."""
+    """Per-graph compile options (OneFlow's `graph.config`); set them before the first call."""
 
     def __init__(self):
         self.gradient_accumulation_steps = 1
         self.disabled_passes: set = set()
         self.verify = False
         self.amp_dtype = None
+        self.grad_scaler = None
+        self._checkpointed: list = []
 
     def set_gradient_accumulation_steps(self, steps: int) -> None:
         if not isinstance(steps, int) or steps < 1:
@@ -38,14 +40,40 @@ class GraphConfig:
         self.gradient_accumulation_steps = steps
 
     def disable_pass(self, name: str) -> None:
-        from dualflow.graph.passes import DEFAULT_PASSES
-        known = [n for n, _ in DEFAULT_PASSES]
-        if name not in known:
-            raise ValueError(f"unknown graph pass {name!r}; the passes are {known}")
+        """Switch off one optimisation by name (passes, "inplace", "memory_plan")."""
+        from dualflow.graph.passes import known_names
+        if name not in known_names():
+            raise ValueError(f"unknown graph pass {name!r}; the passes are {known_names()}")
         self.disabled_passes.add(name)
 
     def enable_pass(self, name: str) -> None:
         self.disabled_passes.discard(name)
+
+    def activation_checkpointing(self, module, enabled: bool = True) -> None:
+        """Recompute `module`'s forward in the backward instead of keeping its activations."""
+        if not isinstance(module, Module):
+            raise TypeError(f"activation_checkpointing expects an nn.Module, got "
+                            f"{type(module).__name__}")
+        self._checkpointed = [m for m in self._checkpointed if m is not module]
+        if enabled:
+            self._checkpointed.append(module)
+
+    def checkpoint_scopes(self, module_names: dict) -> tuple:
+        """The qualified names of the checkpointed modules (those that are part of the graph)."""
+        return tuple(module_names[id(m)] for m in self._checkpointed if id(m) in module_names)
+
+    def enable_amp(self, enabled: bool = True, dtype=None, grad_scaler=None) -> None:
+        """Mixed precision: matmul and conv inputs in `dtype` (float16), the rest in float32.
+        For float16 a dynamic gradient scaler is on by default (`dualflow.graph.amp.GradScaler`;
+        pass `grad_scaler=False` to train without one)."""
+        from dualflow.graph.amp import GradScaler, low_precision_dtype
+        if not enabled:
+            self.amp_dtype = self.grad_scaler = None
+            return
+        self.amp_dtype = low_precision_dtype(dtype)
+        if grad_scaler is None:
+            grad_scaler = GradScaler() if self.amp_dtype.name == "float16" else False
+        self.grad_scaler = grad_scaler or None
 
 
 class _LrBinding:
@@ -268,7 +296,7 @@ class Graph:
             for p in params:
                 p.grad = stash[id(p)]
         trace.graph.outputs = values
-        exe, report = compile_graph(trace.graph, self.config.disabled_passes, self.config.verify)
+        exe, report = compile_graph(trace.graph, config=self.config, module_names=module_names)
         entry = _TrainEntry(exe, tree, len(leaves), grad_params, bindings, report)
         if self._debug_level >= 0:
             print(f"[dualflow] compiled {type(self).__name__}: {report['nodes_traced']} nodes "

@@ -48,21 +48,19 @@ def run_passes(graph, disabled=(), verify: bool = False, report: list | None = N
     return graph
 
 
-def configured_passes(config) -> list:
+def configured_passes(config, module_names: dict) -> list:
     """The pass list for a graph config: mixed precision first (its casts then get simplified
     and shared by CSE), activation checkpointing after CSE (which would merge the recomputed
     copies back into the originals), then fusion."""
-    names = [n for n, _ in DEFAULT_PASSES]
     passes = list(DEFAULT_PASSES)
     if config is None:
         return passes
-    amp_dtype = getattr(config, "amp_dtype", None)
-    if amp_dtype is not None:
+    if getattr(config, "amp_dtype", None) is not None:
         from .amp import amp_pass
-        passes.insert(0, ("amp", amp_pass(amp_dtype, getattr(config, "grad_scaler", None))))
-    scopes = tuple(getattr(config, "checkpointed", ()) or ())
+        passes.insert(0, ("amp", amp_pass(config.amp_dtype, config.grad_scaler)))
+    scopes = config.checkpoint_scopes(module_names) if hasattr(config, "checkpoint_scopes") else ()
     if scopes:
         from .checkpoint import checkpoint_pass
-        passes.insert(passes.index(DEFAULT_PASSES[names.index("fuse_elementwise")]),
-                      ("checkpoint", checkpoint_pass(scopes)))
+        at = [n for n, _ in passes].index("fuse_elementwise")
+        passes.insert(at, ("checkpoint", checkpoint_pass(scopes)))
     return passes

@@ -8,6 +8,7 @@ members down to the root is safe because every member's inputs are defined befor
 """
 from __future__ import annotations
 
+from ..elementwise_cpu import CHUNK_MIN, template_for
 from ..fused import FUSED_ELEMENTWISE, body_of
 from ..ir import Graph, Node
 
@@ -28,7 +29,8 @@ def _readers(graph: Graph) -> dict:
 
 
 def groups(graph: Graph) -> dict:
-    """id(root node) -> the group's nodes in order, for every group of two or more nodes."""
+    """id(root node) -> the group's nodes in order, for every group of two or more nodes (and
+    big single ops that gain from running block by block)."""
     readers = _readers(graph)
     group: dict = {}      # id(node) -> its group's node list, while the node is a group root
     absorbed: set = set()
@@ -42,7 +44,15 @@ def groups(graph: Graph) -> dict:
                 members += group.pop(id(p))
                 absorbed.add(id(p))
         group[id(n)] = members + [n]
-    return {k: sorted(g, key=_order(graph)) for k, g in group.items() if len(g) > 1}
+    return {k: sorted(g, key=_order(graph)) for k, g in group.items()
+            if len(g) > 1 or _blockwise_alone(g[0])}
+
+
+def _blockwise_alone(node: Node) -> bool:
+    """A big op whose kernel makes several temporaries (erf, gelu) runs as a one-op group too:
+    the fused kernel runs it block by block (graph/elementwise_cpu.py)."""
+    return node.outputs[0].type.numel() >= CHUNK_MIN and not node.op.out_arg and \
+        template_for(node.op, node.outputs[0].type, [v.type for v in node.inputs]) is None
 
 
 def _order(graph: Graph):

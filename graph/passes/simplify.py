@@ -4,11 +4,15 @@ sweep (a rule sees its inputs already simplified, so chains collapse).
 A rule returns the Value that replaces the node's output, or None to keep the node; rules may
 add nodes (via `Rewriter.emit`) that take the node's place. Removed identities: cast to the same
 dtype, permute/reshape/broadcast_to/sum_to to the input's own shape or order, permute of permute,
-reshape of reshape, neg of neg, `x * 1`, `x / 1`, `x + 0`, `0 + x`, `x - 0`, clones. And
-`matmul(a, b).T` becomes `matmul(b.T, a.T)` (2-d), so a weight gradient comes out contiguous
-and its transposes cancel. A value the caller sees (output, state) is never replaced.
+reshape of reshape, neg of neg, `x * 1`, `x / 1`, `x + 0`, `0 + x`, `x - 0`, clones. Matmul
+layouts: `matmul(a, b).T` becomes `matmul(b.T, a.T)` (2-d), so a weight gradient comes out
+contiguous and its transposes cancel; a batched operand times a matrix becomes one 2-d matmul;
+the batch sum of a batched matmul (a weight gradient) becomes one 2-d matmul. A value the caller
+sees (output, state) is never replaced.
 """
 from __future__ import annotations
+
+import math
 
 from ..ir import Graph
 from .rewrite import escaping, make_node, remap_outputs, rewire
@@ -64,6 +68,15 @@ class Rewriter:
             return v
         return self.emit(_op("permute"), [v], {"dims": dims}, like)
 
+    def reshape(self, v, shape, like):
+        """v reshaped, looking through a reshape that made v."""
+        src = self.producer(v)
+        if src is not None and src.op.name == "reshape":
+            v = src.inputs[0]
+        if tuple(v.type.shape) == tuple(shape):
+            return v
+        return self.emit(_op("reshape"), [v], {"shape": tuple(shape)}, like)
+
 
 def _op(name):
     from dualflow.ops.opdef import REGISTRY
@@ -106,6 +119,40 @@ def _reshape(rw, n):
     return None
 
 
+def _matmul(rw, n):
+    """A batched left operand times a matrix is one 2-d matmul (one BLAS call, not one per
+    batch) when the operand is contiguous (not a strided view that reshape would copy)."""
+    a, b = n.inputs
+    src = rw.producer(a)
+    if len(a.type.shape) < 3 or len(b.type.shape) != 2 or (
+            src is not None and src.op.view and src.op.name != "reshape"):
+        return None
+    rows = math.prod(a.type.shape[:-1])
+    product = rw.emit(n.op, [rw.reshape(a, (rows, a.type.shape[-1]), n), b], {}, n)
+    return rw.reshape(product, n.outputs[0].type.shape, n)
+
+
+def _sum_to(rw, n):
+    """sum over the batch of a batched matmul (a weight gradient) is one 2-d matmul over the
+    batch-and-contraction axes: no [batch, m, n] intermediate."""
+    x = n.inputs[0]
+    out = tuple(n.outputs[0].type.shape)
+    if tuple(x.type.shape) == out:
+        return x
+    src = rw.producer(x)
+    if src is None or src.op.name != "matmul" or rw.readers.get(x.id) != 1:
+        return None
+    a, b = src.inputs
+    batch = tuple(a.type.shape[:-2])
+    if not batch or tuple(b.type.shape[:-2]) != batch or out != (a.type.shape[-2],
+                                                                 b.type.shape[-1]):
+        return None
+    nb, k = len(batch), a.type.shape[-1] * math.prod(batch)
+    rows = rw.permute(a, (nb,) + tuple(range(nb)) + (nb + 1,), n)   # [m, *batch, k]
+    return rw.emit(src.op, [rw.reshape(rows, (out[0], k), n), rw.reshape(b, (k, out[1]), n)],
+                   {}, n)
+
+
 def _neg(rw, n):
     src = rw.producer(n.inputs[0])
     return src.inputs[0] if src is not None and src.op.name == "neg" else None
@@ -129,7 +176,7 @@ def _clone(rw, n):
 
 RULES = {
     "cast": _cast, "permute": _permute, "reshape": _reshape, "broadcast_to": _same_shape_view,
-    "sum_to": _same_shape_view, "neg": _neg, "identity": _clone,
+    "sum_to": _sum_to, "matmul": _matmul, "neg": _neg, "identity": _clone,
     "mul": _identity_operand(1, (0, 1)), "div": _identity_operand(1, (1,)),
     "add": _identity_operand(0, (0, 1)), "sub": _identity_operand(0, (1,)),
 }
