@@ -29,3 +29,13 @@ def make_node(graph: Graph, op, inputs: list, attrs: dict, out_types, like: Node
 def escaping(graph: Graph) -> set:
     """Ids of values the caller sees: outputs and state values."""
     return {v.id for v in graph.outputs} | {v.id for _, v in graph.state_updates}
+
+
+def emit(graph: Graph, into: list, op_name: str, inputs: list, like: Node, **attrs):
+    """Append a new node of the registered op `op_name` to `into`; returns its (first) output."""
+    from dualflow.ops.opdef import REGISTRY, infer_type
+    op = REGISTRY[op_name]
+    node = make_node(graph, op, inputs, attrs, infer_type(op, tuple(v.type for v in inputs),
+                                                          attrs), like)
+    into.append(node)
+    return node.outputs[0]
