@@ -172,7 +172,20 @@ class Graph:
         return self._last.exe.code if self._last else None
 
     def compile_report(self) -> dict | None:
+        """Nodes per pass, fused groups, memory plan (planned peak vs naive bytes), timings."""
         return self._last.report if self._last else None
+
+    def to_dot(self) -> str | None:
+        """Graphviz DOT text of the last compiled graph (fused groups outlined)."""
+        from dualflow.graph.dot import to_dot
+        return to_dot(self._last.exe.graph) if self._last else None
+
+    def save_dot(self, path: str) -> str:
+        """Write the last compiled graph as .dot, or render .svg/.png/.pdf with Graphviz."""
+        from dualflow.graph.dot import save_dot
+        if self._last is None:
+            raise RuntimeError(f"{type(self).__name__} has not been compiled yet: call it first")
+        return save_dot(self._last.exe.graph, path)
 
     def __repr__(self) -> str:
         if self._last is not None:
