@@ -84,14 +84,17 @@ def _version(module: str) -> str | None:
 
 
 def _cpu_model() -> str:
+    """/proc/cpuinfo's model name, with family and model (VMs often show only a brand name)."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return platform.processor() or "unknown"
+        return platform.processor() or "unknown"
+    name = fields.get("model name", platform.processor() or "unknown")
+    return f"{name} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')})"
 
 
 def _thread_pools() -> list:
@@ -103,12 +106,24 @@ def _thread_pools() -> list:
         return []
 
 
+def _git_revision() -> str | None:
+    """The commit measured, with '-dirty' when the working tree differs from it."""
+    import subprocess
+    try:
+        done = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                              text=True, timeout=10, cwd=os.path.dirname(__file__))
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
 def environment(argv: list[str], settings: dict) -> dict:
     prefixes = ("OPENBLAS_", "OMP_", "MKL_", "XLA_", "TORCHINDUCTOR_", "DUALFLOW_BENCH_")
     env_keys = sorted(k for k in os.environ if k.startswith(prefixes))
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python"] + argv),
+        "git": _git_revision(),
         "nproc": os.cpu_count(),
         "cpu": _cpu_model(),
         "platform": platform.platform(),
@@ -220,7 +235,7 @@ def format_text(report: dict) -> str:
         f"{b['architecture'] or ''} {b['num_threads']} threads".replace("  ", " ")
         for b in m["thread_pools"]) or "unknown"
     env = " ".join(f"{k}={val}" for k, val in m["env"].items()) or "(none set)"
-    out = [f"dualflow benchmarks  {m['date']}  `{m['command']}`",
+    out = [f"dualflow benchmarks  {m['date']}  `{m['command']}`  (git {m.get('git')})",
            f"machine: {m['nproc']} cores, {m['cpu']}; python {m['python']}",
            "versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
            f"thread pools: {pools}; torch threads: {m.get('torch_threads', '-')}",
