@@ -20,11 +20,16 @@ from .memory import MemoryPlan, last_uses
 _counter = itertools.count()
 
 
-def frees_after(graph: Graph) -> dict:
-    """node index -> ids of values whose last reader is that node (never outputs/state)."""
-    out: dict = {}
+def frees_after(graph: Graph, plan: MemoryPlan) -> dict:
+    """node index -> ids of values whose last use is that node (never outputs/state); a value
+    whose array a node writes into (an in-place parameter update) is used by that node too."""
     end = len(graph.nodes)
-    for vid, i in last_uses(graph).items():
+    last = last_uses(graph)
+    for i, (kind, x) in plan.dest.items():
+        if kind != "slot" and last.get(x.id, -1) < i:
+            last[x.id] = i
+    out: dict = {}
+    for vid, i in last.items():
         if i < end:
             out.setdefault(i, []).append(vid)
     return out
@@ -47,7 +52,7 @@ of parameter tensors, read on every call."""
     for v in graph.consts:
         env[f"C{v.id}"] = v.ref
         names[v.id] = f"C{v.id}"
-    frees = frees_after(graph)
+    frees = frees_after(graph, plan)
     for i, n in enumerate(graph.nodes):
         for k in plan.slot_alloc.get(i, ()):
             t = plan.slots[k]

@@ -1,10 +1,10 @@
-"""Elementwise fusion: a tree of elementwise ops whose intermediates have no other reader becomes
+"""Elementwise fusion: elementwise ops whose intermediates are read only inside the group become
 one `fused_elementwise` node, run as one kernel (graph/fused.py).
 
-Nodes are visited in order; a node absorbs the group of each input's producer when that producer
-is elementwise and pure and the input is read by this node alone (and is no graph output). The
-fused node takes the root's place and its output Value, so no reader needs rewiring; moving the
-members down to the root is safe because every member's inputs are defined before it.
+A group has one result (its root, the last node); every other member's value is read by members
+only (and is no graph output), so the fused node takes the root's place and its output Value and
+no reader needs rewiring. Moving members down to the root is safe: their inputs are defined
+before them, and nothing outside the group reads them.
 """
 from __future__ import annotations
 
@@ -18,32 +18,47 @@ def fusible(node: Node) -> bool:
 
 
 def _readers(graph: Graph) -> dict:
-    """value id -> number of distinct nodes reading it (graph outputs count as readers)."""
+    """value id -> the distinct nodes reading it; graph outputs and states read by `None`."""
     readers: dict = {}
     for n in graph.nodes:
-        for vid in {v.id for v in n.inputs}:
-            readers[vid] = readers.get(vid, 0) + 1
+        for vid in dict.fromkeys(v.id for v in n.inputs):
+            readers.setdefault(vid, []).append(n)
     for v in graph.outputs + [v for _, v in graph.state_updates]:
-        readers[v.id] = readers.get(v.id, 0) + 2
+        readers.setdefault(v.id, []).append(None)
     return readers
 
 
 def groups(graph: Graph) -> dict:
     """id(root node) -> the group's nodes in order, for every group of two or more nodes (and
-    big single ops that gain from running block by block)."""
+    big single ops that gain from running block by block).
+
+    Trees first: a node absorbs its inputs' groups when it is their only reader. Then a group
+    whose result is read only from inside one other group joins it (`(e + 1) * e`), visiting
+    producers from last to first so that chains of such groups collapse."""
     readers = _readers(graph)
-    group: dict = {}      # id(node) -> its group's node list, while the node is a group root
-    absorbed: set = set()
+    group: dict = {}      # id(root) -> its group's nodes
+    root_of: dict = {}    # id(node) -> id(root of its group)
     for n in graph.nodes:
         if not fusible(n):
             continue
         members = []
         for v in dict.fromkeys(n.inputs):
             p = v.producer
-            if v.kind == "node" and id(p) in group and readers.get(v.id) == 1:
+            if v.kind == "node" and id(p) in group and readers.get(v.id) == [n]:
                 members += group.pop(id(p))
-                absorbed.add(id(p))
         group[id(n)] = members + [n]
+        for m in group[id(n)]:
+            root_of[id(m)] = id(n)
+    for n in reversed(graph.nodes):
+        if id(n) not in group:
+            continue
+        users = readers.get(n.outputs[0].id, [])
+        roots = {root_of.get(id(u)) if u is not None else None for u in users}
+        if len(roots) == 1 and None not in roots and roots != {id(n)}:
+            (target,) = roots
+            group[target] = group.pop(id(n)) + group[target]
+            for m in group[target]:
+                root_of[id(m)] = target
     return {k: sorted(g, key=_order(graph)) for k, g in group.items()
             if len(g) > 1 or _blockwise_alone(g[0])}
 

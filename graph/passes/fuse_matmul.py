@@ -3,9 +3,9 @@ activation — already one fused_elementwise node, or a single op) becomes one `
 the product is written into the result buffer and the epilogue runs over it in place.
 
 Applies when the product has no other reader and the epilogue keeps its shape and dtype (a
-broadcast to a bigger result would not fit the product's buffer). An epilogue that computes an
-output or a new state (`buf * momentum + grad`) stays separate: on its own it can run in place in
-the state's array, which the product (written first) could not.
+broadcast to a bigger result would not fit the product's buffer). An epilogue that computes a
+new state (`buf * momentum + grad`) stays separate: on its own it can run in place in the state's
+array, which the product (written first) could not.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def fuse_matmul(graph: Graph) -> Graph:
         for vid in {v.id for v in n.inputs}:
             readers.setdefault(vid, []).append(n)
     seen = escaping(graph)
+    states = {v.id for _, v in graph.state_updates}
     fused: dict = {}   # id(epilogue node) -> replacement
     dropped: set = set()
     for n in graph.nodes:
@@ -43,13 +44,13 @@ def fuse_matmul(graph: Graph) -> Graph:
             continue
         product = n.outputs[0]
         users = readers.get(product.id, [])
-        if product.id in seen or len(users) != 1:
+        if product.id in seen or len(users) != 1 or not product.type.shape:
             continue
         user = users[0]
         if not (user.op is FUSED_ELEMENTWISE or fusible(user)) or id(user) in fused:
             continue
         out = user.outputs[0]
-        if out.id in seen:  # an output or new state: let the epilogue update it in place
+        if out.id in states:  # a new state: on its own the epilogue updates it in place
             continue
         if (tuple(out.type.shape), out.type.dtype) != (tuple(product.type.shape),
                                                        product.type.dtype):

@@ -115,7 +115,7 @@ def _reshape(rw, n):
         return x
     src = rw.producer(x)
     if src is not None and src.op.name == "reshape":
-        return rw.emit(n.op, [src.inputs[0]], n.attrs, n)
+        return rw.reshape(x, n.outputs[0].type.shape, n)
     return None
 
 
