@@ -223,7 +223,7 @@ class _BodyCompiler:
             lines.append(f"{ind}hi = lo + {self.rows}")
             lines.append(f"{ind}n = min(hi, {total}) - lo")
             lines += [f"{ind}c{i} = x{i}[lo:hi]" for i, t in enumerate(self.body.input_types)
-                      if self._blocked(t) and i != self.alias]
+                      if self._blocked(t) and self.where[i] != "o"]
             lines.append(f"{ind}o = out[lo:hi]")
         else:
             lines.append(f"{ind}o = out")

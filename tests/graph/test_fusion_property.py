@@ -196,3 +196,22 @@ def test_cuda_kernel_source_is_one_expression_per_step():
     assert outs == "float32 out"
     assert body.count(";") == len(node.attrs["body"].steps) + 1
     assert "exp(" in body and "out = (float)t" in body
+
+
+def test_blockwise_in_place_variants():
+    """Big bodies block by block, writing over each input of the result's type too, whether or
+    not the last step can write into a buffer (where cannot)."""
+    rng = np.random.default_rng(0)
+    x, y = (rng.normal(size=(64, 4096)).astype(np.float32) for _ in range(2))
+    for fn in (lambda x, y: flow.tanh(x * y) + x, lambda x, y: flow.where(x > 0, y, x * 2)):
+        exe = _compiled(fn, [x, y], [])
+        (node,) = [n for n in exe.graph.nodes if n.op is FUSED_ELEMENTWISE]
+        body = node.attrs["body"]
+        assert "for lo in range" in body.function(np).source
+        given = dict(zip([v.id for v in exe.graph.inputs], [x, y]))
+        ins = [given[v.id] if v.kind == "input" else v.ref for v in node.inputs]
+        want = body.function(np)(*ins)
+        for k, v in enumerate(node.inputs):
+            if v.type.shape == node.outputs[0].type.shape:
+                args = [a.copy() for a in ins]
+                np.testing.assert_array_equal(body.function(np, k)(*args, out=args[k]), want)
