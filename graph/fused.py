@@ -31,11 +31,14 @@ class Step:
 class FusedBody:
     """The sub-graph of a fused node; hashable (CSE) and printable by its op names."""
 
-    def __init__(self, input_types: list, steps: list):
+    def __init__(self, input_types: list, steps: list, scalars: tuple | None = None):
         self.input_types = tuple(input_types)
         self.steps = tuple(steps)
+        # per input: the value of a 0-d constant (lets kernels skip work, e.g. `where(c, x, 0)`)
+        self.scalars = tuple(scalars) if scalars is not None else (None,) * len(self.input_types)
         self._functions: dict = {}
-        self._key = (self.input_types, tuple(s.key() for s in self.steps))
+        self._key = (self.input_types, tuple(s.key() for s in self.steps),
+                     tuple(repr(c) for c in self.scalars))
 
     @property
     def n_inputs(self) -> int:
@@ -112,7 +115,14 @@ def body_of(nodes: list, inputs: list) -> FusedBody:
     for n in nodes:
         steps.append(Step(n.op, [index[v.id] for v in n.inputs], n.attrs, n.outputs[0].type))
         index[n.outputs[0].id] = len(inputs) + len(steps) - 1
-    return FusedBody([v.type for v in inputs], steps)
+    return FusedBody([v.type for v in inputs], steps, [scalar_of(v) for v in inputs])
+
+
+def scalar_of(value):
+    """The Python value of a 0-d constant, else None."""
+    if getattr(value, "kind", None) != "const" or value.type.shape:
+        return None
+    return value.ref.item()
 
 
 # ---- the two fused OpDefs -----------------------------------------------------------------------

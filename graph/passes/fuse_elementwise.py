@@ -8,7 +8,7 @@ before them, and nothing outside the group reads them.
 """
 from __future__ import annotations
 
-from ..elementwise_cpu import CHUNK_MIN, template_for
+from ..elementwise_cpu import CHUNK_MIN, SPECIAL, template_for
 from ..fused import FUSED_ELEMENTWISE, body_of
 from ..ir import Graph, Node
 
@@ -60,12 +60,15 @@ def groups(graph: Graph) -> dict:
             for m in group[target]:
                 root_of[id(m)] = target
     return {k: sorted(g, key=_order(graph)) for k, g in group.items()
-            if len(g) > 1 or _blockwise_alone(g[0])}
+            if len(g) > 1 or _worth_alone(g[0])}
 
 
-def _blockwise_alone(node: Node) -> bool:
-    """A big op whose kernel makes several temporaries (erf, gelu) runs as a one-op group too:
-    the fused kernel runs it block by block (graph/elementwise_cpu.py)."""
+def _worth_alone(node: Node) -> bool:
+    """Single ops that still run better as a fused kernel: those the fused code implements
+    better than their kernel (`where`), and big ones whose kernel makes several temporaries
+    (erf, gelu), which the fused kernel runs block by block (graph/elementwise_cpu.py)."""
+    if node.op.name in SPECIAL:
+        return True
     return node.outputs[0].type.numel() >= CHUNK_MIN and not node.op.out_arg and \
         template_for(node.op, node.outputs[0].type, [v.type for v in node.inputs]) is None
 

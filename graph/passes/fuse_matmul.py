@@ -9,7 +9,7 @@ array, which the product (written first) could not.
 """
 from __future__ import annotations
 
-from ..fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step, body_of
+from ..fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step, body_of, scalar_of
 from ..ir import Graph, Node
 from .fuse_elementwise import fusible
 from .rewrite import escaping
@@ -26,7 +26,7 @@ def _epilogue_body(user: Node, product) -> tuple[FusedBody, list]:
         n_old = old.n_inputs
         steps = [Step(s.op, [remap[a] if a < n_old else a - n_old + len(order) for a in s.args],
                       s.attrs, s.type) for s in old.steps]
-        return FusedBody([v.type for v in order], steps), extra
+        return FusedBody([v.type for v in order], steps, [scalar_of(v) for v in order]), extra
     return body_of([user], [product] + extra), extra
 
 
