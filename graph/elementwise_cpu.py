@@ -47,6 +47,7 @@ TEMPLATES = {
     "rsqrt": ("sqrt({0}, out={o}); true_divide(1, {o}, out={o})", "float", True),
     "identity": ("copyto({o}, {0})", "same", True),
     "cast": ("copyto({o}, {0}, casting='unsafe')", "any", True),
+    "broadcast_to": ("copyto({o}, {0})", "same", True),
 }
 
 
@@ -142,10 +143,11 @@ class _BodyCompiler:
         self.body, self.xp, self.alias = body, xp, alias
         self.n, self.steps = body.n_inputs, body.steps
         self.root = len(self.steps) - 1
+        self.elided = self._elided()
         self.last_read: dict = {}
         for j, s in enumerate(self.steps):
             for a in s.args:
-                self.last_read[a] = j
+                self.last_read[self.resolve(a)] = j
         self.env = {"xp": xp, "_empty": xp.empty, "_copyto": xp.copyto}
         self.holder: dict = {}    # buffer name -> ref of the value it holds (None: free)
         self.btype: dict = {}     # buffer name -> (shape, dtype)
@@ -157,6 +159,30 @@ class _BodyCompiler:
         self.where: dict = {i: (f"c{i}" if self._blocked(t) else f"x{i}")
                             for i, t in enumerate(body.input_types)}
         self.body_lines: list = []
+
+    def _ufunc_like(self, j: int) -> bool:
+        """Whether step j is ufunc calls (which broadcast their arguments themselves)."""
+        s = self.steps[j]
+        types = list(self.body.input_types) + [t.type for t in self.steps]
+        return s.op.name in SPECIAL or template_for(s.op, s.type, [types[a] for a in s.args]) \
+            is not None
+
+    def _elided(self) -> dict:
+        """Broadcasts whose readers are all ufunc calls need no code: the ufuncs broadcast.
+        step ref -> the ref it broadcasts."""
+        out = {}
+        for j, s in enumerate(self.steps):
+            ref = self.n + j
+            readers = [k for k, t in enumerate(self.steps) if ref in t.args]
+            if s.op.name == "broadcast_to" and j != self.root and readers and all(
+                    self._ufunc_like(k) for k in readers):
+                out[ref] = s.args[0]
+        return out
+
+    def resolve(self, ref: int) -> int:
+        while ref in self.elided:
+            ref = self.elided[ref]
+        return ref
 
     def _blocked(self, vtype) -> bool:
         shape, out = tuple(vtype.shape), tuple(self.body.type.shape)
@@ -199,6 +225,8 @@ class _BodyCompiler:
         """An intermediate may sit in `o` if the last step may overwrite it while reading it."""
         ref = self.n + j
         reader = next(k for k in range(j + 1, len(self.steps)) if ref in self.steps[k].args)
+        if self.n + reader in self.elided:
+            return False
         return reader != self.root or self._safe_refs(self.root) >= {ref}
 
     def _scalars(self, s) -> tuple:
@@ -215,8 +243,8 @@ class _BodyCompiler:
             safe_pos = range(len(s.args)) if tmpl[1] else []
         else:
             safe_pos = [0] if s.op.out_arg else []
-        unsafe = {a for p, a in enumerate(s.args) if p not in safe_pos}
-        return {s.args[p] for p in safe_pos} - unsafe
+        unsafe = {self.resolve(a) for p, a in enumerate(s.args) if p not in safe_pos}
+        return {self.resolve(s.args[p]) for p in safe_pos} - unsafe
 
     def compile(self):
         root_t = self.body.type
@@ -273,6 +301,9 @@ class _BodyCompiler:
         self.body_lines += lines
 
     def _step(self, j: int, s) -> None:
+        if self.n + j in self.elided:
+            self.where[self.n + j] = self.where[self.resolve(self.n + j)]
+            return
         arg_types = [self.types()[a] for a in s.args]
         args = [self.where[a] for a in s.args]
         tmpl = template_for(s.op, s.type, arg_types)
@@ -292,7 +323,7 @@ class _BodyCompiler:
             call = kernel_call(f"K{j}", args, s.attrs, self.env, f"A{j}", dest)
             dest = dest or f"t{j}"
             self.body_lines.append(f"{dest} = {call}")
-        for a in set(s.args):  # values read for the last time free their buffers
+        for a in {self.resolve(a) for a in s.args}:  # last reads free their buffers
             name = self.where[a]
             if self.last_read[a] == j and self.holder.get(name, "absent") == a:
                 self.holder[name] = None

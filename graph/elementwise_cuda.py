@@ -29,7 +29,7 @@ C_EXPR = {
     "logical_and": "({0} && {1})", "logical_or": "({0} || {1})",
     "logical_xor": "(!{0} != !{1})", "logical_not": "!{0}",
     "isnan": "isnan({0})", "isinf": "isinf({0})", "isfinite": "isfinite({0})",
-    "where": "({0} ? {1} : {2})", "cast": "({t}){0}", "identity": "{0}",
+    "where": "({0} ? {1} : {2})", "cast": "({t}){0}", "identity": "{0}", "broadcast_to": "{0}",
     "sigmoid": "({t})1 / (({t})1 + exp(-{0}))",
     "silu": "{0} / (({t})1 + exp(-{0}))",
     "gelu": "({t})0.5 * {0} * (({t})1 + erf({0} * ({t})0.7071067811865476))",

@@ -67,8 +67,35 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
         if plain:  # a ufunc returns its result (its out= buffer when given)
             return code, dest is not None
         return f"({', '.join(parts)}, {dest})[-1]", True  # calls that fill dest, then dest
+    lowered = _lowered(node, args)
+    if lowered is not None:
+        env.setdefault("_add_reduce", xp.add.reduce)
+        return lowered, False
     env[f"K{i}"] = node.op.kernel
     return kernel_call(f"K{i}", args, node.attrs, env, f"A{i}", dest), dest is not None
+
+
+def _lowered(node, args: list) -> str | None:
+    """Float sums with their axes worked out at compile time: the `add.reduce` the kernels call
+    (`ndarray.sum` is `add.reduce`), without the per-call argument handling around it."""
+    x = node.inputs[0].type if node.inputs else None
+    if x is None or not x.dtype.is_floating_point or node.op.name not in ("sum", "sum_to"):
+        return None
+    shape = tuple(x.shape)
+    if node.op.name == "sum":
+        dim, keep = node.attrs.get("dim"), node.attrs.get("keepdim", False)
+        axes = None if dim is None or not shape else ((dim,) if isinstance(dim, int) else
+                                                     tuple(dim))
+        return f"_add_reduce({args[0]}, axis={axes!r}, keepdims={bool(keep)})"
+    target = tuple(node.attrs["shape"])
+    lead = len(shape) - len(target)
+    axes = tuple(range(lead)) + tuple(lead + k for k, n in enumerate(target)
+                                      if n == 1 and shape[lead + k] != 1)
+    if not axes:
+        return None
+    if tuple(d for k, d in enumerate(shape) if k not in axes) == target:
+        return f"_add_reduce({args[0]}, axis={axes!r})"
+    return f"_add_reduce({args[0]}, axis={axes!r}, keepdims=True).reshape({target!r})"
 
 
 def _fused_matmul(body, xp):

@@ -39,6 +39,10 @@ def groups(graph: Graph) -> dict:
     group: dict = {}      # id(root) -> its group's nodes
     root_of: dict = {}    # id(node) -> id(root of its group)
     for n in graph.nodes:
+        if n.op.name == "broadcast_to":   # joins a reader's group (ufuncs broadcast themselves)
+            group[id(n)] = [n]
+            root_of[id(n)] = id(n)
+            continue
         if not fusible(n):
             continue
         members = []
@@ -60,7 +64,7 @@ def groups(graph: Graph) -> dict:
             for m in group[target]:
                 root_of[id(m)] = target
     return {k: sorted(g, key=_order(graph)) for k, g in group.items()
-            if len(g) > 1 or _worth_alone(g[0])}
+            if (len(g) > 1 or _worth_alone(g[0])) and fusible(g[-1])}
 
 
 def _worth_alone(node: Node) -> bool:

@@ -25,6 +25,7 @@ UNARY = {
     "abs": flow.abs, "square": lambda a: a * a, "sin": flow.sin, "exp_tanh": lambda a: flow.exp(
         flow.tanh(a)), "sqrt_abs": lambda a: flow.sqrt(flow.abs(a)), "gelu": flow.nn.functional.gelu,
     "cumsum": lambda a: flow.cumsum(a, dim=-1) if a.ndim else a * 3,   # not elementwise: a barrier
+    "expand": None,   # broadcast_to the program's full shape (made in _build)
 }
 BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -57,14 +58,17 @@ def programs(draw):
             steps.append((draw(st.sampled_from(sorted(BINARY))),
                           (draw(st.integers(0, pool - 1)), draw(st.integers(0, pool - 1)))))
     extra = draw(st.integers(0, len(shapes) + len(steps) - 1))
-    return shapes, steps, extra
+    return base, shapes, steps, extra
 
 
-def _build(shapes, steps, extra):
+def _build(base, steps, extra):
+    def expand(a):
+        return a.broadcast_to(base)
+
     def f(*xs):
         vals = list(xs)
         for name, args in steps:
-            fn = UNARY.get(name) or BINARY[name]
+            fn = expand if name == "expand" else (UNARY.get(name) or BINARY[name])
             vals.append(fn(*[vals[a] for a in args]))
         return vals[-1] * 1.5, vals[extra] + 0.25   # a second result: some values escape
     return f
@@ -80,10 +84,10 @@ def _compiled(fn, arrays, disabled):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2 ** 16))
 def test_fused_equals_unfused(program, seed):
-    shapes, steps, extra = program
+    base, shapes, steps, extra = program
     rng = np.random.default_rng(seed)
     arrays = [rng.uniform(-2, 2, size=s).astype(np.float32) for s in shapes]
-    fn = _build(shapes, steps, extra)
+    fn = _build(base, steps, extra)
     fused = _compiled(fn, arrays, [])
     plain = _compiled(fn, arrays, ["fuse_elementwise", "fuse_matmul", "inplace", "memory_plan"])
     got, want = fused([a.copy() for a in arrays]), plain([a.copy() for a in arrays])
@@ -138,9 +142,9 @@ def test_ufunc_table_matches_kernels(name):
     rng = np.random.default_rng(0)
     arity = len({c for c in "012" if "{" + c + "}" in elementwise_cpu.TEMPLATES[name][0]})
     for dtype in _DTYPES[rule]:
-        shapes = [(3, 4), (4,), ()][:arity]
+        shapes = [(4,)] if name == "broadcast_to" else [(3, 4), (4,), ()][:arity]
         arrays = [_data(dtype, s, rng) for s in shapes]
-        attrs = {"dtype": flow.float64} if name == "cast" else {}
+        attrs = {"cast": {"dtype": flow.float64}, "broadcast_to": {"shape": (3, 4)}}.get(name, {})
         types = [TensorType(a.shape, dtype) for a in arrays]
         out_t = infer_type(op, tuple(types), attrs)
         if elementwise_cpu.template_for(op, out_t, types) is None:
