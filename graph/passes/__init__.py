@@ -12,12 +12,14 @@ import time
 
 from .cse import cse
 from .dce import dce
+from .decompose import decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_matmul import fuse_matmul
 from .simplify import simplify
 
 DEFAULT_PASSES = [
+    ("decompose", decompose),
     ("simplify", simplify),
     ("fold_constants", fold_constants),
     ("cse", cse),

@@ -9,6 +9,7 @@ from dualflow.graph.fused import FUSED_ELEMENTWISE, FUSED_MATMUL
 from dualflow.graph.passes import DEFAULT_PASSES, known_names, run_passes
 from dualflow.graph.passes.cse import cse
 from dualflow.graph.passes.dce import dce
+from dualflow.graph.passes.decompose import decompose
 from dualflow.graph.passes.fold_constants import fold_constants
 from dualflow.graph.passes.fuse_elementwise import fuse_elementwise
 from dualflow.graph.passes.fuse_matmul import fuse_matmul
@@ -118,6 +119,26 @@ def test_batched_matmul_simplifications():
     assert shapes == [2, 2] and "sum_to" not in ops(g)
     for got, want in zip(run(g, x, g_out), ref):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [flow.float32, flow.float64])
+def test_gelu_decomposes_bit_identically_and_shares_erf_with_its_gradient(dtype):
+    w = flow.tensor(np.random.default_rng(0).normal(size=(64, 33)), dtype=dtype,
+                    requires_grad=True)
+
+    def f(x):
+        y = flow.nn.functional.gelu(x @ w)
+        (gw,) = flow.autograd.grad(y.sum(), [w])
+        return y * 1.5, gw
+    x = flow.tensor(np.random.default_rng(1).normal(size=(8, 64)) * 3, dtype=dtype)
+    g = trace(f, x, names={id(w): "w"})
+    ref = run(g, x)
+    assert ops(g).count("gelu") == 1 and ops(g).count("erf") == 1   # erf again in the VJP
+    g = dce(cse(decompose(g)))
+    g.verify()
+    assert "gelu" not in ops(g) and ops(g).count("erf") == 1        # computed once, shared
+    for got, want in zip(run(g, x), ref):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_elementwise_fusion_makes_one_typed_node():
