@@ -112,13 +112,16 @@ class ForwardEntry:
 
 
 class _CompiledBackward:
-    """Plays an OpDef's part in the tape node of a compiled call: its VJP runs the backward graph."""
-    saves = ()
+    """Plays an OpDef's part in the tape node of a compiled call: its VJP runs the backward graph.
+
+    The residuals are the node's last inputs and the only ones it saves, so the engine releases
+    them right after the backward (unless retain_graph), as it does any op's saved tensors."""
     saves_out = False
 
-    def __init__(self, entry, residuals):
+    def __init__(self, entry, n_inputs: int):
         self.name = f"compiled_{entry.name}"
-        self.entry, self.residuals = entry, residuals
+        self.entry, self.n_inputs = entry, n_inputs
+        self.saves = tuple(range(n_inputs, n_inputs + entry.n_res))
 
     def vjp(self, grads, out, *inputs):
         if dispatch.state.grad_enabled:
@@ -127,8 +130,8 @@ class _CompiledBackward:
         grads = grads if isinstance(grads, tuple) else (grads,)
         e = self.entry
         seeds = [grads[i]._data for i in e.diff_positions]
-        res = e.bwd(self.residuals + seeds)
-        full = [None] * (len(e.params) + len(e.input_positions))
+        res = e.bwd([t._data for t in inputs[self.n_inputs:]] + seeds)
+        full = [None] * len(inputs)
         for slot, arr in zip(e.have, res):
             full[slot] = Tensor._wrap(arr)
         return tuple(full)
@@ -144,8 +147,9 @@ class JointEntry:
     def run(self, args):
         res = self.fwd(_arrays(args))
         outs = [Tensor._wrap(o) for o in res[:self.n_out]]
-        op = _CompiledBackward(self, res[self.n_out:])
         inputs = self.params + [args[i] for i in self.input_positions]
+        op = _CompiledBackward(self, len(inputs))
+        inputs += [Tensor._wrap(r) for r in res[self.n_out:]]
         diff = [outs[i] for i in self.diff_positions]
         if diff:
             engine.record(op, inputs, {}, tuple(outs) if len(outs) > 1 else outs[0])

@@ -4,6 +4,7 @@ import gc
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import dualflow as flow
 from dualflow import nn
@@ -119,3 +120,18 @@ def test_compiled_training_step_needs_less_memory_than_eager():
     assert graph_peak < eager_peak
     plan = plan_memory(step.ir)
     assert plan.peak_bytes <= plan.unplanned_peak_bytes
+
+
+def test_graph_mode_residuals_are_released_after_backward_unless_retained():
+    model, x, _ = make("mlp", flow.float32)
+    with flow.mode(flow.GRAPH):
+        out = model(x).sum()
+        node = out.grad_fn.next_functions[0][0] if out.grad_fn.op.name == "sum" else out.grad_fn
+        assert any(not isinstance(s, flow.ops.TensorType) for s in node.saved)
+        out.backward(retain_graph=True)
+        first = model[0].weight.grad.numpy().copy()
+        out.backward()                          # retained: a second backward works
+        np.testing.assert_allclose(model[0].weight.grad.numpy(), 2 * first, rtol=1e-6)
+        assert all(isinstance(s, flow.ops.TensorType) or s is None for s in node.saved)
+        with pytest.raises(RuntimeError, match="second time"):
+            out.backward()
