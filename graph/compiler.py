@@ -57,7 +57,8 @@ def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False, config
     plan = plan_memory(graph, inplace="inplace" not in disabled,
                        slots="memory_plan" not in disabled)
     t1 = time.perf_counter()
-    exe = Executable(graph, graph_xp(graph), plan)
+    exe = Executable(graph, graph_xp(graph), plan,
+                     overflow_expected=getattr(config, "grad_scaler", None) is not None)
     t2 = time.perf_counter()
     passes += [{"pass": "plan_memory", "nodes_before": len(graph.nodes),
                 "nodes_after": len(graph.nodes), "seconds": t1 - t0},

@@ -16,10 +16,14 @@ class Executable:
     """Calls the generated function; parameters are read from their tensors on every call and
     state updates are written back by the generated code itself."""
 
-    def __init__(self, graph: Graph, xp=np, plan: MemoryPlan | None = None):
+    def __init__(self, graph: Graph, xp=np, plan: MemoryPlan | None = None,
+                 overflow_expected: bool = False):
+        """`overflow_expected`: float16 overflow is handled by the graph itself (a gradient
+        scaler skips the step), so NumPy's overflow/invalid warnings are silenced."""
         self.graph = graph
         self.xp = xp
         self.plan = plan
+        self._quiet = overflow_expected
         self.source, self._fn, self._line_nodes, self._filename = codegen.generate(graph, xp,
                                                                                    plan)
         self._params = [v.ref for v in graph.params]
@@ -32,6 +36,10 @@ class Executable:
         """Run on a list of input arrays (the list is emptied, so inputs can be freed at their
         last use): returns the output arrays and writes state updates in place."""
         try:
+            if self._quiet:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    return self._fn(inputs if type(inputs) is list else list(inputs),
+                                    self._params)
             return self._fn(inputs if type(inputs) is list else list(inputs), self._params)
         except Exception as exc:
             raise self._explain(exc) from exc
