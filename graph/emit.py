@@ -67,7 +67,7 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
         if plain:  # a ufunc returns its result (its out= buffer when given)
             return code, dest is not None
         return f"({', '.join(parts)}, {dest})[-1]", True  # calls that fill dest, then dest
-    lowered = _lowered(node, args)
+    lowered = _lowered(node, args) if xp.__name__ == "numpy" else None  # CuPy: no ufunc.reduce
     if lowered is not None:
         env.setdefault("_add_reduce", xp.add.reduce)
         return lowered, False
