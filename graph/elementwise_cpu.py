@@ -95,7 +95,7 @@ def where_lines(args: list, dest: str, itemsize: int, scalars: tuple) -> tuple[l
 SPECIAL = {"where": where_lines}
 
 
-def can_write_out(step, input_types) -> bool:
+def can_write_out(step) -> bool:
     """Whether the body whose last step is `step` can write into a given buffer."""
     return step.op.name in TEMPLATES or step.op.name in SPECIAL or step.op.out_arg
 
@@ -106,11 +106,11 @@ _LITERAL = (int, float, bool, str, type(None))
 
 def literal(value) -> bool:
     """Whether repr(value) evaluates back to an equal value (so codegen can inline it)."""
-    if isinstance(value, tuple):
+    if type(value) is tuple:
         return all(literal(v) for v in value)
-    if isinstance(value, float):
+    if type(value) is float:
         return value == value and value not in (float("inf"), float("-inf"))
-    return isinstance(value, _LITERAL)
+    return type(value) in _LITERAL
 
 
 def kernel_call(kname: str, args: list, attrs: dict, env: dict, prefix: str, out: str | None):
@@ -151,7 +151,7 @@ class _BodyCompiler:
         self.env = {"xp": xp, "_empty": xp.empty, "_copyto": xp.copyto}
         self.holder: dict = {}    # buffer name -> ref of the value it holds (None: free)
         self.btype: dict = {}     # buffer name -> (shape, dtype)
-        self.root_writes = can_write_out(self.steps[-1], body.input_types)
+        self.root_writes = can_write_out(self.steps[-1])
         self.scratch = 0
         out = body.type
         self.rows = _block_rows(out.shape)

@@ -92,7 +92,7 @@ class FusedBody:
     def writes_out(self) -> bool:
         """Whether the generated kernel can write its result into a given `out=` buffer."""
         from .elementwise_cpu import can_write_out
-        return can_write_out(self.steps[-1], self.input_types)
+        return can_write_out(self.steps[-1])
 
     def function(self, xp, alias: int | None = None):
         """The compiled kernel `f(*inputs, out=None)`; `alias`: the input `out` shares memory
