@@ -135,3 +135,33 @@ def test_graph_mode_residuals_are_released_after_backward_unless_retained():
         assert all(isinstance(s, flow.ops.TensorType) or s is None for s in node.saved)
         with pytest.raises(RuntimeError, match="second time"):
             out.backward()
+
+
+def test_every_kernel_that_returns_an_input_view_is_known_to_the_planner():
+    """The planner may overwrite a dying value in place; it must know which results share
+    memory with an input. Checked on every registry sample."""
+    from dualflow.graph.ir import Node, Value
+    from dualflow.graph.memory import aliases_input
+    from dualflow.ops import REGISTRY
+    from dualflow.ops.opdef import infer_type
+
+    from ..ops.samples import all_samples
+    for name, samples in all_samples().items():
+        op = REGISTRY[name]
+        for s in samples:
+            arrays = [np.asarray(a) for a in s.inputs]
+            try:
+                out = op.kernel(np, *arrays, **s.attrs)
+            except Exception:   # samples of error cases
+                continue
+            outs = out if isinstance(out, tuple) else (out,)
+            if not any(isinstance(o, np.ndarray) and np.shares_memory(o, a)
+                       for o in outs for a in arrays):
+                continue
+            types = [flow.ops.TensorType(a.shape, flow.float64 if a.dtype.kind == "f" else
+                                         flow.int64) for a in arrays]
+            got = infer_type(op, tuple(types), s.attrs)
+            got = got if isinstance(got, tuple) else (got,)
+            node = Node(op, [Value(i, t, "input") for i, t in enumerate(types)], s.attrs,
+                        [Value(100 + i, t, "node") for i, t in enumerate(got)])
+            assert aliases_input(node), f"{name} ({s.label}) returns a view of its input"
