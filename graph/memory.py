@@ -17,6 +17,7 @@ them and the peak without planning.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from . import emit
@@ -204,8 +205,8 @@ class _Planner:
             plan.slot_alloc.setdefault(i, []).append(k)
             if last[k] <= n_nodes:
                 plan.slot_free.setdefault(last[k], []).append(k)
-        unplanned = [0] * (n_nodes + 1)
-        planned = [0] * (n_nodes + 1)
+        unplanned = [0] * (n_nodes + 2)   # size changes per node index (summed below)
+        planned = [0] * (n_nodes + 2)
         for i, n in enumerate(nodes):
             if aliases_input(n):
                 continue
@@ -218,13 +219,14 @@ class _Planner:
                     _add(planned, i, min(self.end[o.id], n_nodes), size)
         for k, i in first.items():
             _add(planned, i, min(last[k], n_nodes), nbytes(plan.slots[k]))
-        plan.unplanned_peak_bytes = max(unplanned, default=0)
-        plan.peak_bytes = max(planned, default=0)
+        plan.unplanned_peak_bytes = max(itertools.accumulate(unplanned), default=0)
+        plan.peak_bytes = max(itertools.accumulate(planned), default=0)
 
 
-def _add(profile: list, start: int, stop: int, size: int) -> None:
-    for t in range(start, max(start, stop) + 1):
-        profile[t] += size
+def _add(changes: list, start: int, stop: int, size: int) -> None:
+    """`size` bytes live from node `start` through node `stop`."""
+    changes[start] += size
+    changes[max(start, stop) + 1] -= size
 
 
 def plan_memory(graph: Graph, inplace: bool = True, slots: bool = True) -> MemoryPlan:
