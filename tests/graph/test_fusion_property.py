@@ -16,7 +16,6 @@ from dualflow.graph import Trace, compile_graph
 from dualflow.graph import elementwise_cpu
 from dualflow.graph.elementwise_cuda import kernel_source
 from dualflow.graph.fused import FUSED_ELEMENTWISE, body_of
-from dualflow.graph.passes import known_names
 from dualflow.ops import REGISTRY
 from dualflow.ops.opdef import TensorType, infer_type
 
