@@ -7,7 +7,8 @@ mark (`/proc/self/clear_refs` <- 5), run one step and read the new high-water ma
 The reported number is the median of (VmHWM - VmRSS before the step): the extra resident memory a
 steady-state step needs (activations, gradients, temporaries, workspace). glibc's malloc is pinned
 to mmap large blocks and to trim freed memory (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_), so
-memory freed by the warm-up is really returned and the step's peak is not hidden by it.
+memory freed by the warm-up is really returned and the step's peak is not hidden by it. Every
+library runs on one thread in the probes (two probes run side by side).
 
 For NumPy-backed systems (dualflow's modes) the same protocol also runs under `tracemalloc`
 (NumPy reports its array buffers to it): peak traced bytes above the resting traced bytes. This
@@ -26,6 +27,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+# Probes run two at a time, so each library gets one thread (as `run.py --threads 1` sets it):
+# two multi-threaded probes on two cores would stall each other at every barrier.
+ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                  "DUALFLOW_BENCH_THREADS": "1",
+                  "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
 REPEATS = 3
 
 
@@ -102,7 +108,7 @@ def probe(system_name: str, workload_names: list[str]) -> dict:
 
 
 def _run_probe(system_name: str, workload_names: list[str], timeout: float) -> dict:
-    env = {**os.environ, **MALLOC_ENV,
+    env = {**os.environ, **MALLOC_ENV, **ONE_THREAD_ENV,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "benchmarks.memory", system_name, *workload_names]
     try:
