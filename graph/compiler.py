@@ -25,14 +25,6 @@ def graph_xp(graph: Graph):
     return np
 
 
-def _reserve_ids(graph: Graph) -> None:
-    """Make new values' ids unique: a graph split out of a joint one holds values whose ids
-    are above its own counter."""
-    values = graph.inputs + graph.params + graph.consts + [o for n in graph.nodes
-                                                           for o in n.outputs]
-    graph._next_id = max([graph._next_id] + [v.id + 1 for v in values])
-
-
 def fused_groups(graph: Graph) -> list:
     """The fused nodes of a compiled graph: which ops each runs, and where it came from."""
     return [{"node": repr(n.outputs[0]), "op": n.op.name, "ops": n.attrs["body"].ops(),
@@ -48,7 +40,6 @@ def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False, config
     disabled = set(disabled_passes) | set(getattr(config, "disabled_passes", ()))
     verify = verify or bool(getattr(config, "verify", False))
     passes: list = []
-    _reserve_ids(graph)
     if verify:
         graph.verify()
     nodes_traced = len(graph.nodes)

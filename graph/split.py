@@ -6,8 +6,9 @@ from .ir import Graph
 
 
 def _sub_graph(name: str, inputs: list, nodes: list, outputs: list, state_updates: list,
-               params: list, consts: list) -> Graph:
+               params: list, consts: list, next_id: int) -> Graph:
     g = Graph(name)
+    g._next_id = next_id  # it holds the joint graph's values: new ones must not reuse their ids
     g.inputs, g.nodes, g.outputs, g.state_updates = inputs, nodes, outputs, state_updates
     read = {v.id for n in nodes for v in n.inputs} | {v.id for v in outputs} | {
         v.id for _, v in state_updates}
@@ -49,7 +50,7 @@ def split_forward_backward(joint: Graph, n_forward_outputs: int, seeds: list) ->
             residuals.append(v)
     fwd = _sub_graph(joint.name + ".forward", [v for v in joint.inputs if v.id not in seed_ids],
                      fwd_nodes, fwd_outs + residuals, joint.state_updates, joint.params,
-                     joint.consts)
+                     joint.consts, joint._next_id)
     bwd = _sub_graph(joint.name + ".backward", residuals + list(seeds), bwd_nodes, grad_outs, [],
-                     joint.params, joint.consts)
+                     joint.params, joint.consts, joint._next_id)
     return fwd, bwd, residuals
