@@ -102,12 +102,11 @@ def _memory(report: dict, systems, skip_reason: str | None) -> None:
              if res["train"].get(s.name, {}).get("status") == "ok"]
     skip_reason = skip_reason or memory.available()
     if skip_reason:
-        results = {p: {"status": f"skipped: {skip_reason}"} for p in pairs}
-    else:
-        n_proc = len({name for _, name in pairs})
-        log(f"memory: {len(pairs)} probes in {n_proc} fresh subprocesses (one per system) ...")
-        results = memory.measure(pairs)
-    for (wl, name), result in results.items():
+        report["memory_status"] = f"skipped: {skip_reason}"
+        return
+    n_proc = len({name for _, name in pairs})
+    log(f"memory: {len(pairs)} probes in {n_proc} fresh subprocesses (one per system) ...")
+    for (wl, name), result in memory.measure(pairs).items():
         report["workloads"][wl].setdefault("memory", {})[name] = result
 
 

@@ -135,16 +135,18 @@ def environment(argv: list[str], settings: dict) -> dict:
         "settings": settings,
     }
     meta["versions"]["dualflow"] = _version("dualflow")
-    if "torch" in sys.modules:
-        meta["torch_threads"] = sys.modules["torch"].get_num_threads()
+    torch = sys.modules.get("torch")  # only if a system imported it
+    if torch is not None:
+        meta["torch_threads"] = torch.get_num_threads()
     return meta
 
 
 # ---- ratios --------------------------------------------------------------------------------
-def _value(entries: dict, system: str, field: str):
+def _value(entries: dict, system: str, field: str, systems: dict):
     e = entries.get(system)
-    if e is None:
-        return None, "n/a"
+    if e is None:  # not run: skipped as a whole, or the system does not do this task
+        status = systems.get(system, {}).get("status", "ok")
+        return None, "n/a" if status == "ok" else status.split(":")[0]
     if e.get("status", "ok") != "ok":
         return None, e["status"].split(":")[0]
     v = e.get(field)
@@ -154,9 +156,9 @@ def _value(entries: dict, system: str, field: str):
     return (v, "") if v > floor else (None, f"<{floor / 1024:g}MiB" if floor else "~0")
 
 
-def ratio_cell(entries: dict, r: Ratio):
-    num, why_num = _value(entries, r.num, r.field)
-    den, why_den = _value(entries, r.den, r.field)
+def ratio_cell(entries: dict, r: Ratio, systems: dict):
+    num, why_num = _value(entries, r.num, r.field, systems)
+    den, why_den = _value(entries, r.den, r.field, systems)
     if num is None or den is None:
         return why_num or why_den
     return num / den
@@ -165,11 +167,11 @@ def ratio_cell(entries: dict, r: Ratio):
 def compute_ratios(report: dict) -> dict:
     table = {}
     for r in WORKLOAD_RATIOS:
-        table[r.label] = {wl: ratio_cell(res.get(r.task, {}), r)
+        table[r.label] = {wl: ratio_cell(res.get(r.task, {}), r, report["systems"])
                           for wl, res in report["workloads"].items()}
     for r in MICRO_RATIOS:
         if r.task in report["micro"]:
-            table[r.label] = {"micro": ratio_cell(report["micro"][r.task], r)}
+            table[r.label] = {"micro": ratio_cell(report["micro"][r.task], r, {})}
     return table
 
 
@@ -309,6 +311,8 @@ def _problems(report: dict) -> list[str]:
                     what = "loss" if task == "train" else "output"
                     seen.append(f"{wl} {task} {name}: first {what} differs from the reference "
                                 f"by {dev:.2e} (MISMATCH)")
+    if report.get("memory_status"):
+        seen.append(f"memory probes: {report['memory_status']}")
     for case, status in report.get("micro_status", {}).items():
         seen += [f"micro {case} {k}: {v}" for k, v in status.items()]
     return seen

@@ -6,35 +6,11 @@ from dualflow import nn
 
 from .systems import Prepared, System
 from .timing import first_call
-from .workloads import LR, MOMENTUM
-
-
-class MeanOverSequence(nn.Module):
-    def forward(self, x):
-        return x.mean(dim=1)
-
-
-def build_model(name: str) -> nn.Module:
-    if name == "mlp_small":
-        return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
-                             nn.Linear(128, 10))
-    if name == "mlp_large":
-        return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                             nn.Linear(1024, 10))
-    if name == "cnn":
-        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Flatten(), nn.Linear(784, 10))
-    if name == "transformer":
-        return nn.Sequential(
-            nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, activation="gelu",
-                                       batch_first=True),
-            MeanOverSequence(), nn.Linear(128, 10))
-    raise KeyError(f"unknown workload {name!r}")
+from .workloads import LR, MOMENTUM, build_model
 
 
 def model_with_weights(workload, weights) -> nn.Module:
-    model = build_model(workload.name)
+    model = build_model(nn, workload.name)
     model.load_state_dict({k: flow.tensor(v) for k, v in weights.items()})
     return model
 

@@ -7,7 +7,7 @@ no-grad forward. A system that cannot run here raises `Skip` with the reason.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -40,7 +40,6 @@ class System:
     requires: tuple = ()                  # importable modules it needs
     slow_first_call: bool = False         # skipped under --quick (minutes of compiling)
     notes: str = ""
-    meta: dict = field(default_factory=dict)
 
     def unavailable(self, quick: bool) -> str | None:
         """The reason this system is skipped, or None when it can run."""

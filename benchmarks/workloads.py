@@ -42,6 +42,32 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "Linear 128-10"),
 ]}
 
+def build_model(nn, name: str):
+    """The workload's model, built from a PyTorch-compatible `nn` namespace: `dualflow.nn` and
+    `torch.nn` take the same code (and give the same state-dict names)."""
+
+    class MeanOverSequence(nn.Module):
+        def forward(self, x):
+            return x.mean(dim=1)
+
+    if name == "mlp_small":
+        return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                             nn.Linear(128, 10))
+    if name == "mlp_large":
+        return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                             nn.Linear(1024, 10))
+    if name == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(784, 10))
+    if name == "transformer":
+        return nn.Sequential(
+            nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, activation="gelu",
+                                       batch_first=True),
+            MeanOverSequence(), nn.Linear(128, 10))
+    raise KeyError(f"unknown workload {name!r}")
+
+
 _weights_cache: dict[str, dict[str, np.ndarray]] = {}
 
 
@@ -49,10 +75,8 @@ def reference_weights(name: str) -> dict[str, np.ndarray]:
     """The shared starting weights of a workload, keyed by PyTorch-style state-dict names."""
     if name not in _weights_cache:
         import dualflow as flow
-
-        from .sys_dualflow import build_model
         flow.manual_seed(0)
-        model = build_model(name)
+        model = build_model(flow.nn, name)
         _weights_cache[name] = {k: np.array(v.numpy(), copy=True)
                                 for k, v in model.state_dict().items()}
     return {k: v.copy() for k, v in _weights_cache[name].items()}
