@@ -38,31 +38,41 @@ def sliding_windows(xp, x, kernel, stride, padding, dilation, fill=0):
     return xp.lib.stride_tricks.as_strided(x, shape, strides)  # a read-only use: no writes
 
 
-def _columns(xp, x, kernel, stride, padding, dilation, groups):
-    """im2col: (G, N*Ho*Wo, C/G*kh*kw) patches, plus the window grid (Ho, Wo)."""
+def _columns(xp, x, kernel, stride, padding, dilation, groups, batch_first):
+    """im2col, as (N, G, C/G*kh*kw, Ho*Wo) if `batch_first` else (G, C/G*kh*kw, N*Ho*Wo), plus
+    the window grid (Ho, Wo). Either copy reads whole window rows, so it is cheap, and each layout
+    lets its matmul write its result in the order it is needed, with no transpose afterwards."""
     n, c = x.shape[:2]
     win = sliding_windows(xp, x, kernel, stride, padding, dilation)
     ho, wo = win.shape[2:4]
-    win = win.reshape(n, groups, c // groups, ho, wo, *kernel).transpose(1, 0, 3, 4, 2, 5, 6)
-    return win.reshape(groups, n * ho * wo, c // groups * kernel[0] * kernel[1]), (ho, wo)
+    win = win.reshape(n, groups, c // groups, ho, wo, *kernel)
+    k = c // groups * kernel[0] * kernel[1]
+    if batch_first:
+        return win.transpose(0, 1, 2, 5, 6, 3, 4).reshape(n, groups, k, ho * wo), (ho, wo)
+    return win.transpose(1, 2, 5, 6, 0, 3, 4).reshape(groups, k, n * ho * wo), (ho, wo)
+
+
+def _matmul_nt(xp, a, b):
+    """a @ b^T over a leading group axis. One group is a 2-D `dot`: BLAS takes the transposed
+    operand as it is, where batched `matmul` on transposed float32 operands is very slow."""
+    if a.shape[0] == 1:
+        return xp.dot(a[0], b[0].T)[None]
+    return xp.matmul(a, b.transpose(0, 2, 1))
 
 
 def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
     cout, cg, kh, kw = w.shape
-    cols, (ho, wo) = _columns(xp, x, (kh, kw), stride, padding, dilation, groups)
-    out = cols @ w.reshape(groups, cout // groups, cg * kh * kw).transpose(0, 2, 1)
-    n = x.shape[0]
-    return out.reshape(groups, n, ho, wo, cout // groups).transpose(1, 0, 4, 2, 3).reshape(
-        n, cout, ho, wo)
+    cols, (ho, wo) = _columns(xp, x, (kh, kw), stride, padding, dilation, groups, True)
+    out = xp.matmul(w.reshape(groups, cout // groups, cg * kh * kw), cols)  # (N, G, Cout/G, L)
+    return out.reshape(x.shape[0], cout, ho, wo)
 
 
 def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output_padding):
     n, cin, h, wd = x.shape
     _, cog, kh, kw = w.shape
-    rows = x.reshape(n, groups, cin // groups, h * wd).transpose(1, 0, 3, 2).reshape(
-        groups, n * h * wd, cin // groups)
-    cols = rows @ w.reshape(groups, cin // groups, cog * kh * kw)
-    taps = cols.reshape(groups, n, h, wd, cog, kh, kw).transpose(5, 6, 1, 0, 4, 2, 3)
+    wt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1))
+    cols = xp.matmul(wt, x.reshape(n, groups, cin // groups, h * wd))  # (N, G, Cout/G*kh*kw, L)
+    taps = cols.reshape(n, groups, cog, kh, kw, h, wd)
     (sh, sw), (dh, dw) = stride, dilation
     canvas_h = (h - 1) * sh + dh * (kh - 1) + 1 + output_padding[0]
     canvas_w = (wd - 1) * sw + dw * (kw - 1) + 1 + output_padding[1]
@@ -70,18 +80,20 @@ def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output
     for i in range(kh):
         for j in range(kw):
             canvas[..., i * dh:i * dh + (h - 1) * sh + 1:sh,
-                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[i, j]
+                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[:, :, :, i, j]
     (pt, pb), (pl, pr) = padding
-    return canvas.reshape(n, groups * cog, canvas_h, canvas_w)[
-        :, :, pt:canvas_h - pb, pl:canvas_w - pr].copy()
+    canvas = canvas.reshape(n, groups * cog, canvas_h, canvas_w)
+    if pt or pb or pl or pr:
+        return canvas[:, :, pt:canvas_h - pb, pl:canvas_w - pr].copy()
+    return canvas
 
 
 def _conv2d_weight_kernel(xp, x, g, kernel_size, stride, padding, dilation, groups):
     n, cout, ho, wo = g.shape
-    cols, _ = _columns(xp, x, kernel_size, stride, padding, dilation, groups)
+    cols, _ = _columns(xp, x, kernel_size, stride, padding, dilation, groups, False)
     gm = g.reshape(n, groups, cout // groups, ho * wo).transpose(1, 2, 0, 3).reshape(
         groups, cout // groups, n * ho * wo)
-    return (gm @ cols).reshape(cout, x.shape[1] // groups, *kernel_size)
+    return _matmul_nt(xp, gm, cols).reshape(cout, x.shape[1] // groups, *kernel_size)
 
 
 # ---- shape rules -------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from .shape import reshape
 
 
 def _max_pool2d_kernel(xp, x, kernel_size, stride, padding, dilation):
+    if _tiles(x, kernel_size, stride, padding, dilation):
+        return _tiled_max_pool2d(xp, x, kernel_size)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (dh, dw) = kernel_size, stride, dilation
     low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
@@ -30,6 +32,43 @@ def _max_pool2d_kernel(xp, x, kernel_size, stride, padding, dilation):
     rows = (xp.arange(ho) * sh - padding[0][0])[:, None] + (arg // kw) * dh
     cols = xp.arange(wo) * sw - padding[1][0] + (arg % kw) * dw
     return values, (rows * w + cols).astype(xp.int64)
+
+
+def _tiles(x, kernel_size, stride, padding, dilation) -> bool:
+    """Whether the windows tile the input without overlap or padding (MaxPool2d(k) and alike)."""
+    return (tuple(stride) == tuple(kernel_size) and dilation == (1, 1) and
+            padding == ((0, 0), (0, 0)) and x.dtype.kind in "fiu")
+
+
+def _tiled_max_pool2d(xp, x, kernel_size):
+    """The general kernel's result for non-overlapping windows, from kh*kw strided taps.
+
+    Elementwise work on (N, C, Ho, Wo) views instead of gathering every window: the maxima are a
+    running `maximum` (NaN propagates, as in the general kernel), and each window's first tap
+    equal to its maximum (or the first NaN) is counted as the number of taps before it that
+    differ from it.
+    """
+    (kh, kw), w = kernel_size, x.shape[3]
+    ho, wo = x.shape[2] // kh, x.shape[3] // kw
+    taps = [x[:, :, i:ho * kh:kh, j:wo * kw:kw] for i in range(kh) for j in range(kw)]
+    values = taps[0].copy()
+    for tap in taps[1:]:
+        xp.maximum(values, tap, out=values)
+    has_nan = x.dtype.kind == "f" and bool(xp.isnan(values).any())
+    count = xp.uint8 if kh * kw <= 256 else xp.int64
+    first, unmatched = xp.zeros(values.shape, dtype=count), None
+    for tap in taps[:-1]:
+        differs = tap != values
+        if has_nan:
+            differs &= tap == tap
+        unmatched = differs if unmatched is None else xp.logical_and(unmatched, differs,
+                                                                      out=unmatched)
+        first += unmatched.view(xp.uint8)
+    offsets = xp.asarray([i * w + j for i in range(kh) for j in range(kw)], dtype=xp.int64)
+    corners = (xp.arange(ho, dtype=xp.int64) * (kh * w))[:, None] + xp.arange(wo) * kw
+    indices = offsets.take(first)
+    indices += corners
+    return values, indices
 
 
 def _max_pool2d_infer(x, kernel_size, stride, padding, dilation):

@@ -1,0 +1,94 @@
+"""The fast kernel paths against the general ones or direct references: tiled max pooling,
+im2col convolutions laid out per group/batch, and float32 erf."""
+import math
+
+import numpy as np
+import pytest
+
+from dualflow.ops import conv, pool
+
+NO_PAD = ((0, 0), (0, 0))
+
+
+def _pool_both(x, k):
+    """(fast, general) results of max_pool2d's kernel with stride == kernel_size."""
+    attrs = dict(kernel_size=k, stride=k, padding=NO_PAD, dilation=(1, 1))
+    assert pool._tiles(x, **attrs)
+    fast = pool._max_pool2d_kernel(np, x, **attrs)
+    original = pool._tiles
+    pool._tiles = lambda *a: False
+    try:
+        general = pool._max_pool2d_kernel(np, x, **attrs)
+    finally:
+        pool._tiles = original
+    return fast, general
+
+
+@pytest.mark.parametrize("shape, k", [((2, 3, 8, 8), (2, 2)), ((1, 2, 7, 9), (2, 3)),
+                                      ((2, 1, 5, 5), (1, 1)), ((1, 1, 9, 9), (3, 3)),
+                                      ((0, 2, 4, 4), (2, 2))])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_tiled_max_pool_matches_general_kernel_with_ties_and_nans(shape, k, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2, 3, size=shape).astype(dtype)  # many ties: first position must win
+    if dtype != "int32" and x.size:
+        x.reshape(-1)[rng.choice(x.size, size=max(1, x.size // 7), replace=False)] = np.nan
+    (fv, fi), (gv, gi) = _pool_both(x, k)
+    assert fv.shape == gv.shape and fi.dtype == gi.dtype == np.int64
+    np.testing.assert_array_equal(fi, gi)
+    np.testing.assert_array_equal(fv, gv)  # NaNs compare equal here
+
+
+def test_tiled_max_pool_picks_first_of_equal_maxima():
+    x = np.array([[[[1.0, 5.0], [5.0, 5.0]]]], dtype=np.float32)
+    (values, indices), _ = _pool_both(x, (2, 2))
+    assert values.item() == 5.0 and indices.item() == 1
+    x[0, 0, 1, 0] = np.nan
+    (values, indices), _ = _pool_both(x, (2, 2))
+    assert math.isnan(values.item()) and indices.item() == 2
+
+
+def _conv_reference(x, w, stride, padding, dilation, groups):
+    """Direct float64 correlation: a sum over kernel taps of strided slices."""
+    (pt, pb), (pl, pr) = padding
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    cout, cg, kh, kw = w.shape
+    ho = (xp.shape[2] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (xp.shape[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((x.shape[0], cout, ho, wo))
+    per = cout // groups
+    for o in range(cout):
+        gx = xp[:, (o // per) * cg:(o // per + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                r, c = i * dilation[0], j * dilation[1]
+                patch = gx[:, :, r:r + (ho - 1) * stride[0] + 1:stride[0],
+                           c:c + (wo - 1) * stride[1] + 1:stride[1]]
+                out[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, i, j].astype(np.float64))
+    return out
+
+
+GEOMETRIES = [((1, 1), ((1, 1), (1, 1)), (1, 1), 1), ((2, 1), ((0, 1), (2, 0)), (1, 2), 1),
+              ((1, 2), ((1, 0), (0, 0)), (2, 1), 2), ((1, 1), NO_PAD, (1, 1), 4)]
+
+
+@pytest.mark.parametrize("stride, padding, dilation, groups", GEOMETRIES)
+@pytest.mark.parametrize("dtype, tol", [("float32", 2e-5), ("float64", 1e-12)])
+def test_conv_kernels_match_direct_reference(stride, padding, dilation, groups, dtype, tol):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 4, 7, 6)).astype(dtype)
+    w = rng.standard_normal((8, 4 // groups, 3, 2)).astype(dtype)
+    geo = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    y = conv._conv2d_kernel(np, x, w, **geo)
+    ref = _conv_reference(x, w, **geo)
+    assert y.dtype == x.dtype and y.flags.c_contiguous
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)
+    # conv2d_weight and conv_transpose2d are the adjoints of conv2d in w and x: <g, conv(x, w)>
+    g = rng.standard_normal(y.shape).astype(dtype)
+    gw = conv._conv2d_weight_kernel(np, x, g, kernel_size=(3, 2), **geo)
+    out_pad = conv.output_padding_for(x.shape, g.shape, (3, 2), stride, padding, dilation)
+    gx = conv._conv_transpose2d_kernel(np, g, w, output_padding=out_pad, **geo)
+    assert gw.shape == w.shape and gx.shape == x.shape and gx.dtype == x.dtype
+    total = float(np.sum(g.astype(np.float64) * ref))
+    assert float(np.sum(gw * w.astype(np.float64))) == pytest.approx(total, rel=tol * 10, abs=tol * 10)
+    assert float(np.sum(gx * x.astype(np.float64))) == pytest.approx(total, rel=tol * 10, abs=tol * 10)
