@@ -92,3 +92,41 @@ def test_conv_kernels_match_direct_reference(stride, padding, dilation, groups, 
     total = float(np.sum(g.astype(np.float64) * ref))
     assert float(np.sum(gw * w.astype(np.float64))) == pytest.approx(total, rel=tol * 10, abs=tol * 10)
     assert float(np.sum(gx * x.astype(np.float64))) == pytest.approx(total, rel=tol * 10, abs=tol * 10)
+
+
+def _erf_reference(x):
+    return np.array([math.erf(v) for v in x.astype(np.float64).ravel()]).reshape(x.shape)
+
+
+def _erf_points(rng):
+    return np.concatenate([rng.uniform(-4.5, 4.5, 100_000), rng.standard_normal(20_000) * 1e-3,
+                           np.logspace(-38, 0.7, 3_000), -np.logspace(-38, 0.7, 3_000),
+                           np.linspace(3.8, 12, 2_000)])
+
+
+def test_erf_float32_is_within_float32_rounding_of_math_erf():
+    from dualflow.ops.unary import _erf_kernel
+    x = _erf_points(np.random.default_rng(2)).astype(np.float32)
+    got = _erf_kernel(np, x)
+    assert got.dtype == np.float32
+    truth = _erf_reference(x)
+    assert np.max(np.abs(got - truth) / np.abs(truth)) <= 2e-7
+
+
+def test_erf_float64_keeps_its_accuracy_and_special_values():
+    from dualflow.ops.unary import _erf_kernel
+    x = _erf_points(np.random.default_rng(3))
+    truth = _erf_reference(x)
+    assert np.max(np.abs(_erf_kernel(np, x) - truth) / np.abs(truth)) <= 1.5e-15
+    for dtype in ("float32", "float64"):
+        special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30], dtype=dtype)
+        got = _erf_kernel(np, special)
+        np.testing.assert_array_equal(got, [0.0, -0.0, 1.0, -1.0, np.nan, 1.0, -1.0])
+        assert np.signbit(got[1]) and got.dtype == dtype
+
+
+def test_erf_of_integers_is_float32():
+    from dualflow.ops.unary import _erf_kernel
+    got = _erf_kernel(np, np.arange(-3, 4))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, _erf_reference(np.arange(-3, 4)), rtol=2e-7)
