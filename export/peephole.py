@@ -1,0 +1,142 @@
+"""Peephole rewrites of the emitted ONNX nodes into the forms ONNX Runtime optimises best.
+
+`fuse_bias`: `conv2d(x, w, b)` and `linear(x, w, b)` trace as the op followed by a broadcast
+`add`, which lowers to `Conv` + `Reshape(b)` + `Add` and `Gemm` + `Add`. ONNX Runtime fuses the
+activation that follows into `Conv` / `Gemm` only when the bias is their third input (as PyTorch
+exports it), so the split form runs markedly slower. The rewrite is made where it is exact: the
+op's output is read by the Add alone and the bias is an initializer whose shape adds one value
+per output channel (Conv) or column (Gemm).
+
+`drop_trailing_empty_outputs`: an optional output left out as "" at the end of a node's outputs
+(MaxPool's Indices) is valid ONNX, but ONNX Runtime then keeps the node out of its layout
+transforms (NCHWc MaxPool); omitting it says the same.
+
+Dead Reshapes and initializers are left for the exporter's final sweep.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from onnx import helper, numpy_helper
+
+_CONVS = ("Conv", "ConvTranspose")
+
+
+class _Graph:
+    """What the rules look up: initializers by name, how often each name is read, producers."""
+
+    def __init__(self, nodes: list, initializers: list, outputs: list):
+        self.inits = {t.name: t for t in initializers}
+        self.reads = Counter(i for n in nodes for i in n.input if i)
+        self.reads.update(outputs)
+        self.producer = {o: n for n in nodes for o in n.output if o}
+
+    def read_once(self, name: str) -> bool:
+        return self.reads[name] == 1
+
+
+def _attr(node, name: str, default):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _conv_channels(g: _Graph, node) -> int | None:
+    """Output channels of a Conv / ConvTranspose whose weight is an initializer."""
+    w = g.inits.get(node.input[1])
+    if w is None or len(w.dims) < 3:
+        return None
+    return w.dims[0] if node.op_type == "Conv" else w.dims[1] * _attr(node, "group", 1)
+
+
+def _conv_bias(g: _Graph, name: str, channels: int, rank: int, new_const) -> str | None:
+    """A 1-d (channels,) initializer equal to the bias added as `name` to a (N, channels, ...)
+    output of rank `rank`, or None when the addition is not one value per channel."""
+    src = g.producer.get(name)
+    if src is not None and src.op_type == "Reshape" and src.input[1] in g.inits:
+        shape = [int(d) for d in numpy_helper.to_array(g.inits[src.input[1]])]
+        base = g.inits.get(src.input[0])
+        if base is not None and list(base.dims) == [channels] and \
+                _per_channel(shape, channels, rank):
+            return base.name
+        return None
+    init = g.inits.get(name)
+    if init is None or not _per_channel(list(init.dims), channels, rank):
+        return None
+    return new_const(numpy_helper.to_array(init).reshape(channels))
+
+
+def _per_channel(shape: list, channels: int, rank: int) -> bool:
+    """Whether a tensor of `shape` broadcasts over (N, channels, *spatial) as one value per
+    channel without changing that shape: (channels, 1, ...) or (1, channels, 1, ...)."""
+    if len(shape) not in (rank - 1, rank):
+        return False
+    want = [channels] + [1] * (rank - 2)
+    return shape[-(rank - 1):] == want and all(d == 1 for d in shape[:-(rank - 1)])
+
+
+def _gemm_bias(g: _Graph, node, name: str) -> str | None:
+    """`name` when it is an initializer that Gemm's C can take for a bias added to its output:
+    a scalar, or (columns,) / (1, columns) / (1,) / (1, 1) (the rows follow the inputs)."""
+    init, w = g.inits.get(name), g.inits.get(node.input[1])
+    if init is None or w is None or len(w.dims) != 2 or _attr(node, "beta", 1.0) != 1.0:
+        return None
+    columns = w.dims[0] if _attr(node, "transB", 0) else w.dims[1]
+    dims = list(init.dims)
+    if len(dims) > 2 or (dims and dims[-1] not in (1, columns)) or \
+            (len(dims) == 2 and dims[0] != 1):
+        return None
+    return name
+
+
+def _bias_for(g: _Graph, node, name: str, new_const) -> str | None:
+    if node.op_type == "Gemm":
+        return _gemm_bias(g, node, name)
+    channels = _conv_channels(g, node)
+    if channels is None:
+        return None
+    rank = len(g.inits[node.input[1]].dims)
+    return _conv_bias(g, name, channels, rank, new_const)
+
+
+def fuse_bias(nodes: list, initializers: list, outputs: list, new_const) -> list:
+    """The nodes with `Conv|ConvTranspose|Gemm` + `Add(bias)` made one node with the bias as
+    its third input. `outputs` are the graph's output names; `new_const(array)` adds an
+    initializer and returns its name (for a bias that must be reshaped to 1-d)."""
+    g = _Graph(nodes, initializers, outputs)
+    consumers = {}
+    for n in nodes:
+        for i in n.input:
+            consumers.setdefault(i, n)
+    dropped, renamed = set(), {}
+    for n in nodes:
+        if n.op_type not in _CONVS + ("Gemm",) or len(n.input) != 2 or len(n.output) != 1:
+            continue
+        out = n.output[0]
+        add = consumers.get(out)
+        if add is None or add.op_type != "Add" or not g.read_once(out) or \
+                list(add.input).count(out) != 1:
+            continue
+        other = add.input[1] if add.input[0] == out else add.input[0]
+        bias = _bias_for(g, n, other, new_const)
+        if bias is None:
+            continue
+        n.input.append(bias)
+        if add.output[0] in outputs:
+            n.output[0] = add.output[0]
+        else:  # readers of the sum read the fused node's own name (Conv_1, not Add_4)
+            renamed[add.output[0]] = out
+        dropped.add(id(add))
+    kept = [n for n in nodes if id(n) not in dropped]
+    for n in kept:
+        for i, name in enumerate(n.input):
+            n.input[i] = renamed.get(name, name)
+    return kept
+
+
+def drop_trailing_empty_outputs(nodes: list) -> None:
+    """Remove "" (left-out optional outputs) from the end of each node's outputs, in place."""
+    for n in nodes:
+        while len(n.output) > 1 and n.output[-1] == "":
+            n.output.pop()
