@@ -158,9 +158,14 @@ def _lower_log_softmax(node, i, args, env, xp):
     return f"_log_softmax({args[0]}, {axis})"
 
 
+def _lower_permute(node, i, args, env, xp):
+    """The permute kernel's own `transpose` call, without the kernel's call around it."""
+    return f"{args[0]}.transpose({tuple(node.attrs['dims'])!r})"
+
+
 # op name -> lowering to an inline expression (None: call the kernel)
 _LOWER_CALLS = {"gather": _lower_gather, "gather_backward": _lower_gather_backward,
-                "log_softmax": _lower_log_softmax}
+                "log_softmax": _lower_log_softmax, "permute": _lower_permute}
 
 
 def _fused_matmul(body, xp):

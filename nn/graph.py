@@ -83,9 +83,13 @@ class _LrBinding:
         self.group = group
         self.saved = group["lr"]
         self.tensor = flow.tensor(float(group["lr"]), dtype=flow.float64)
+        self._written = float(group["lr"])
 
     def refresh(self) -> None:
-        self.tensor._data[...] = float(self.group["lr"])
+        """Write the group's lr into the tensor, only when it changed (schedulers)."""
+        lr = float(self.group["lr"])
+        if lr != self._written:
+            self.tensor._data[...] = self._written = lr
 
     def refresh_group(self) -> None:
         """Put the Python float back after tracing (schedulers own `group['lr']`)."""
