@@ -172,6 +172,20 @@ def _dependencies(roots: list) -> dict:
     return deps
 
 
+class _WalkState:
+    retain_graph = True   # outside any walk: nothing may be handed over
+
+
+_walk_state = _WalkState()
+
+
+def retaining_graph() -> bool:
+    """Whether the backward walk now running keeps the tape (`retain_graph`). A VJP that owns its
+    saved values (a compiled GRAPH-mode call's residuals) may hand them over, to be freed at
+    their last use, only when it does not: the engine releases the node right after anyway."""
+    return _walk_state.retain_graph
+
+
 def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
                  capture: dict | None = None, accumulate: bool = True) -> None:
     """Propagate `root_grads` from `roots` (tensors) through the tape.
@@ -179,15 +193,21 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     `capture` maps id(tensor) -> None for `autograd.grad`: those tensors' gradients are stored in
     it instead of (or, for leaves, as well as being withheld from) `.grad`.
     """
-    prev_mode = state.grad_enabled
+    prev_mode, prev_retain = state.grad_enabled, _walk_state.retain_graph
     state.grad_enabled = create_graph
+    _walk_state.retain_graph = retain_graph
     try:
         _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate)
     finally:
         state.grad_enabled = prev_mode
+        _walk_state.retain_graph = prev_retain
 
 
-def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph) -> None:
+def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph,
+                  owned: bool = False) -> None:
+    """`owned`: the gradient is a new tensor nothing else refers to (the VJP's `fresh_grads`), so
+    a first gradient is adopted as `.grad` rather than copied."""
+    given = grad
     grad = _run_hooks(leaf, grad)
     if capture is not None and id(leaf) in capture:
         prev = capture[id(leaf)]
@@ -197,7 +217,8 @@ def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph)
             leaf.grad = grad if leaf.grad is None else leaf.grad + grad
         elif leaf.grad is None:
             # a copy: VJPs may hand one gradient to several inputs (add), or pass the seed through
-            leaf.grad = Tensor._wrap(grad._data.copy())
+            owned = owned and grad is given and (capture is None or id(leaf) not in capture)
+            leaf.grad = grad if owned else Tensor._wrap(grad._data.copy())
         else:
             leaf.grad = Tensor._wrap(leaf.grad._data + grad._data)
 
@@ -241,6 +262,7 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 grads[i] = _zeros_for(node.out_types[i])
         in_grads = _call_vjp(node, grads)
         anomaly.check(node, in_grads)
+        fresh = getattr(node.op, "fresh_grads", False)
         if not retain_graph:
             node.released = True
             node.saved = [s if isinstance(s, TensorType) else None for s in node.saved]
@@ -257,7 +279,7 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 buf[nr] = g if buf[nr] is None else buf[nr] + g
                 _release_dependency(edge, deps, queue)
             else:
-                _deliver_leaf(edge, g, capture, accumulate, create_graph)
+                _deliver_leaf(edge, g, capture, accumulate, create_graph, fresh)
 
 
 def _release_dependency(edge: Node, deps: dict, queue: list) -> None:

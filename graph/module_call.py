@@ -15,12 +15,45 @@ from dualflow.tensor import Tensor
 
 from .cache import GraphCache
 from .compiler import compile_graph
+from .memory import aliases_input
+from .passes.checkpoint import checkpoint_pass
 from .pytree import flatten, unflatten
 from .split import split_forward_backward
 from .trace import Trace, signature
 from .tracer import tracing
 
 _caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_checkpointed: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def activation_checkpointing(module, enabled: bool = True) -> None:
+    """Recompute `module`'s forward in the backward of GRAPH-mode training instead of keeping its
+    activations alive from forward to backward (`flow.graph.activation_checkpointing(block)`).
+
+    Honoured when `module` is part of a top-level Module call compiled under
+    `flow.set_mode(flow.GRAPH)` with gradients: the joint forward+backward trace gets the
+    checkpoint pass nn.Graph uses (`GraphConfig.activation_checkpointing`) before it is split,
+    so random masks (dropout) are kept, not re-drawn, and results are identical. The top-level
+    module itself may be flagged too (its trace is then scoped under its class name).
+    `enabled=False` removes the flag; compiled graphs are cached per set of flags."""
+    from dualflow.nn.module import Module
+    if not isinstance(module, Module):
+        raise TypeError(f"activation_checkpointing expects an nn.Module, got "
+                        f"{type(module).__name__}")
+    if enabled:
+        _checkpointed.add(module)
+    else:
+        _checkpointed.discard(module)
+
+
+def _checkpoint_scopes(module) -> tuple:
+    """The scopes (qualified module names) of the flagged modules inside `module`'s call; the
+    top-level module's is its class name."""
+    if not _checkpointed:
+        return ()
+    if module in _checkpointed:
+        return (type(module).__name__,)
+    return tuple(name for name, m in module.named_modules() if m in _checkpointed)
 
 
 def module_call(module, args: tuple, kwargs: dict):
@@ -41,13 +74,14 @@ def module_call(module, args: tuple, kwargs: dict):
     needs_grad = dispatch.state.grad_enabled and (
         bool(params) or any(isinstance(a, Tensor) and a.requires_grad for a in args))
     training = tuple(m.training for m in module.modules())
-    key = signature(args, (training, needs_grad, keys))
+    scopes = _checkpoint_scopes(module) if needs_grad else ()
+    key = signature(args, (training, needs_grad, keys, scopes))
     cache = _caches.get(module)
     if cache is None:
         cache = _caches[module] = GraphCache(type(module).__name__)
     entry = cache.get(key)
     if entry is None:
-        entry = _compile(module, args, keys, needs_grad, params)
+        entry = _compile(module, args, keys, needs_grad, params, scopes)
         cache.put(key, entry)
     return entry.run(args)
 
@@ -58,10 +92,11 @@ def cache_info(module) -> dict:
     return cache.info() if cache is not None else GraphCache(type(module).__name__).info()
 
 
-def _names(module) -> tuple[dict, dict]:
+def _names(module, root: str = "") -> tuple[dict, dict]:
+    """Tensor names, and module scopes (qualified names, under `root` when it is given)."""
     names = {id(t): n for n, t in module.named_parameters()}
     names.update({id(t): n for n, t in module.named_buffers()})
-    module_names = {id(m): n for n, m in module.named_modules()}
+    module_names = {id(m): ".".join(p for p in (root, n) if p) for n, m in module.named_modules()}
     return names, module_names
 
 
@@ -70,12 +105,17 @@ def _call(module, traced_args, keys):
     return module._call_impl(*traced_args[:n], **dict(zip(keys, traced_args[n:])))
 
 
-def _compile(module, args, keys, needs_grad, params):
-    names, module_names = _names(module)
+def _compile(module, args, keys, needs_grad, params, scopes=()):
+    root = type(module).__name__ if module in _checkpointed and scopes else ""
+    names, module_names = _names(module, root)
     trace = Trace(type(module).__name__, names, module_names)
     with trace:
         traced = trace.inputs(args)
-        out = _call(module, traced, keys)
+        trace.tracer.scopes.append(root)
+        try:
+            out = _call(module, traced, keys)
+        finally:
+            trace.tracer.scopes.pop()
         leaves, tree = flatten(out, f"{type(module).__name__}.forward() output")
         n_out = len(leaves)
         if not needs_grad:
@@ -89,6 +129,8 @@ def _compile(module, args, keys, needs_grad, params):
     have = [i for i, g in enumerate(grads) if g is not None]
     trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves] + [
         trace.tracer.value_of(grads[i]) for i in have]
+    if scopes:  # on the joint graph: recomputed copies land in the backward half of the split
+        checkpoint_pass(scopes)(trace.graph)
     fwd, bwd, residuals = split_forward_backward(trace.graph, n_out, [s._value for s in seeds])
     fwd_exe, _ = compile_graph(fwd)
     bwd_exe, _ = compile_graph(bwd)
@@ -114,9 +156,14 @@ class ForwardEntry:
 class _CompiledBackward:
     """Plays an OpDef's part in the tape node of a compiled call: its VJP runs the backward graph.
 
-    The residuals are the node's last inputs and the only ones it saves, so the engine releases
-    them right after the backward (unless retain_graph), as it does any op's saved tensors."""
+    The residuals are the node's last inputs and the only ones it saves. A backward that does
+    not retain the graph moves their arrays out of those (private) tensors into the list handed
+    to the backward Executable, which empties it, so each residual is freed at its last use; the
+    engine then releases the node as it does any op's. The gradients are arrays of the backward
+    graph's own, none shared with another or with an input (`fresh_grads`), so the engine adopts
+    them as `.grad` instead of copying."""
     saves_out = False
+    fresh_grads = True
 
     def __init__(self, entry, n_inputs: int):
         self.name = f"compiled_{entry.name}"
@@ -129,18 +176,42 @@ class _CompiledBackward:
                                "compiled GRAPH-mode call is not supported; run it in eager mode")
         grads = grads if isinstance(grads, tuple) else (grads,)
         e = self.entry
-        seeds = [grads[i]._data for i in e.diff_positions]
-        res = e.bwd([t._data for t in inputs[self.n_inputs:]] + seeds)
-        full = [None] * len(inputs)
-        for slot, arr in zip(e.have, res):
-            full[slot] = Tensor._wrap(arr)
+        residuals = inputs[self.n_inputs:]
+        arrays = [t._data for t in residuals]
+        if not engine.retaining_graph():
+            for t in residuals:
+                t._data = None
+        arrays += [grads[i]._data for i in e.diff_positions]
+        res = e.bwd(arrays)
+        full = [None] * (self.n_inputs + e.n_res)
+        for k, (slot, arr) in enumerate(zip(e.have, res)):
+            full[slot] = Tensor._wrap(arr.copy() if k in e.shared else arr)
         return tuple(full)
+
+
+def _shared_outputs(graph) -> set:
+    """Positions of a compiled graph's outputs whose memory is not theirs alone: inputs,
+    parameters or constants passed through (or viewed), and storage another output uses too."""
+    storage: dict = {}   # value id -> the value whose array it views
+    for n in graph.nodes:
+        if aliases_input(n) and n.inputs:
+            for o in n.outputs:
+                storage[o.id] = storage.get(n.inputs[0].id, n.inputs[0].id)
+    external = {v.id for v in graph.inputs + graph.params + graph.consts}
+    seen, shared = set(), set()
+    for k, v in enumerate(graph.outputs):
+        root = storage.get(v.id, v.id)
+        if root in external or root in seen:
+            shared.add(k)
+        seen.add(root)
+    return shared
 
 
 class JointEntry:
     def __init__(self, fwd, bwd, tree, n_out, n_res, params, input_positions, diff_positions,
                  have, name):
         self.fwd, self.bwd, self.tree, self.n_out, self.n_res = fwd, bwd, tree, n_out, n_res
+        self.shared = _shared_outputs(bwd.graph)
         self.params, self.input_positions = params, input_positions
         self.diff_positions, self.have, self.name = diff_positions, have, name
 
@@ -150,6 +221,7 @@ class JointEntry:
         inputs = self.params + [args[i] for i in self.input_positions]
         op = _CompiledBackward(self, len(inputs))
         inputs += [Tensor._wrap(r) for r in res[self.n_out:]]
+        del res
         diff = [outs[i] for i in self.diff_positions]
         if diff:
             engine.record(op, inputs, {}, tuple(outs) if len(outs) > 1 else outs[0])
