@@ -5,11 +5,12 @@ from .cache import GraphCache
 from .compiler import compile_graph
 from .executable import Executable, GraphRuntimeError
 from .interpreter import interpret
-from .module_call import cache_info
+from .module_call import activation_checkpointing, cache_info
 from .ir import Graph, GraphError, Node, Value
 from .trace import Trace, signature
 from .tracer import TraceError, TracedTensor, Tracer, tracing, user_source
 
 __all__ = ["Graph", "Node", "Value", "TensorType", "GraphError", "Tracer", "TracedTensor",
            "TraceError", "tracing", "user_source", "Trace", "signature", "compile_graph",
-           "Executable", "GraphRuntimeError", "interpret", "GraphCache", "cache_info"]
+           "Executable", "GraphRuntimeError", "interpret", "GraphCache", "cache_info",
+           "activation_checkpointing"]
