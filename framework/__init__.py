@@ -22,7 +22,8 @@ globals().update(_OP_EXPORTS)
 
 from dualflow import eager as autograd  # noqa: E402  (installs the tape recorder)
 from dualflow.eager import functional as func  # noqa: E402  (flow.func.jvp / vjp)
-from .eager_api import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
+from dualflow.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: E402,F401
+                                      no_grad, set_grad_enabled)
 
 from .serialization import load, save  # noqa: E402
 from . import optim, utils  # noqa: E402

@@ -89,12 +89,12 @@ def clone(x):
     return identity(x)
 
 
-def to_dtype(x, dtype) -> "Tensor":  # noqa: F821
+def to_dtype(x, dtype):
     dtype = dt.to_dtype(dtype)
     return x if x.dtype is dtype else cast(x, dtype=dtype)
 
 
-def to(x, device) -> "Tensor":  # noqa: F821
+def to(x, device):
     device = Device(device)
     return x if x.device == device else to_device(x, device=device)
 
