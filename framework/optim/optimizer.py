@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .. import dtype as dt
 from ..creation import zeros
-from ..eager_api import enable_grad, no_grad
+from dualflow.eager.grad_mode import enable_grad, no_grad
 from ..tensor import Tensor
 
 
