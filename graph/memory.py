@@ -196,8 +196,9 @@ class _Planner:
         first: dict = {}
         last: dict = {}
         for i, d in plan.dest.items():
-            if d[0] == "slot":
-                first.setdefault(d[1], i)
+            if d[0] == "slot":  # a slot lives at least until its last write (an unread value's
+                first.setdefault(d[1], i)  # end can precede it when DCE is switched off)
+                last[d[1]] = max(last.get(d[1], -1), i)
         for storage, k in self.in_slot.items():
             last[k] = max(last.get(k, -1), self.end[storage])
         n_nodes = len(nodes)

@@ -231,3 +231,20 @@ def test_inplace_on_views_writes_through_in_graph_mode():
         return x
     a = flow.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     np.testing.assert_array_equal(G()(a).numpy(), eager(a).numpy())
+
+
+@pytest.mark.parametrize("name", ["decompose", "simplify", "fold_constants", "cse", "dce",
+                                  "fuse_elementwise", "fuse_matmul", "inplace", "memory_plan"])
+def test_each_pass_can_be_switched_off(name):
+    def losses(disabled):
+        flow.manual_seed(0)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1),
+                              nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
+        opt = flow.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+        step = Train(model, opt, flow.optim.lr_scheduler.StepLR(opt, 2))
+        if disabled:
+            step.config.disable_pass(disabled)
+        x, y = flow.randn(64, 1, 8, 8), flow.randint(0, 10, (64,))
+        flow.manual_seed(3)
+        return [step(x, y).item() for _ in range(4)]
+    np.testing.assert_allclose(losses(name), losses(None), rtol=1e-5, atol=1e-6)
