@@ -7,7 +7,6 @@ else calls its OpDef kernel with the attrs written inline: no dispatch and no `p
 """
 from __future__ import annotations
 
-from functools import partial
 
 from .elementwise_cpu import kernel_call, template_for
 from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL
@@ -104,68 +103,13 @@ def _lowered(node, args: list) -> str | None:
     return f"_add_reduce({args[0]}, axis={axes!r}, keepdims=True).reshape({target!r})"
 
 
-def _along_key(node, i: int, index: str, env: dict, xp) -> str:
-    """gather's addressing key with the position aranges built once, at compile time (they
-    depend only on the index's shape): the same key the kernel builds on every call."""
-    shape, dim = tuple(node.inputs[1].type.shape), node.attrs["dim"] % len(node.inputs[1].type.shape)
-    parts = []
-    for d, n in enumerate(shape):
-        if d == dim:
-            parts.append(index)
-        else:
-            env[f"R{i}_{d}"] = xp.arange(n).reshape((n,) + (1,) * (len(shape) - d - 1))
-            parts.append(f"R{i}_{d}")
-    return f"({', '.join(parts)},)"
-
-
-def _lower_gather(node, i, args, env, xp):
-    if not node.inputs[1].type.shape:
-        return None
-    return f"{args[0]}[{_along_key(node, i, args[1], env, xp)}]"
-
-
-def _gather_backward(xp, shape, dtype, key, g):
-    out = xp.zeros(shape, dtype=dtype)
-    xp.add.at(out, key, g)
-    return out
-
-
-def _lower_gather_backward(node, i, args, env, xp):
-    if not node.inputs[1].type.shape:
-        return None
-    env.setdefault("_gather_backward", _gather_backward)
-    env[f"D{i}_g"] = node.outputs[0].type.dtype.np
-    key = _along_key(node, i, args[1], env, xp)
-    return f"_gather_backward(xp, {tuple(node.attrs['shape'])!r}, D{i}_g, {key}, {args[0]})"
-
-
-def _log_softmax(maximum_reduce, add_reduce, subtract, exp, log, x, axis):
-    """The log_softmax kernel's ufuncs in its order (same bits), temporaries reused."""
-    shifted = subtract(x, maximum_reduce(x, axis=axis, keepdims=True))
-    total = add_reduce(exp(shifted), axis=axis, keepdims=True)
-    return subtract(shifted, log(total, out=total), out=shifted)
-
-
-def _lower_log_softmax(node, i, args, env, xp):
-    shape = tuple(node.inputs[0].type.shape)
-    if not shape or not node.inputs[0].type.dtype.is_floating_point or xp.__name__ != "numpy":
-        return None
-    axis = node.attrs["dim"] % len(shape)
-    if shape[axis] == 0:
-        return None
-    env.setdefault("_log_softmax", partial(_log_softmax, xp.maximum.reduce, xp.add.reduce,
-                                           xp.subtract, xp.exp, xp.log))
-    return f"_log_softmax({args[0]}, {axis})"
-
-
 def _lower_permute(node, i, args, env, xp):
     """The permute kernel's own `transpose` call, without the kernel's call around it."""
     return f"{args[0]}.transpose({tuple(node.attrs['dims'])!r})"
 
 
 # op name -> lowering to an inline expression (None: call the kernel)
-_LOWER_CALLS = {"gather": _lower_gather, "gather_backward": _lower_gather_backward,
-                "log_softmax": _lower_log_softmax, "permute": _lower_permute}
+_LOWER_CALLS = {"permute": _lower_permute}
 
 
 def _fused_matmul(body, xp):

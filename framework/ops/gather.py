@@ -7,6 +7,8 @@ they reuse. Ops whose result shape depends on data (masked_select, nonzero) are 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtype as dt
@@ -61,8 +63,21 @@ def _lower_one_hot(ctx, node):
 def _along(xp, index, dim: int) -> tuple:
     """The NumPy key that addresses, for every position of `index`, x's element `index` along
     `dim` and the position itself along the other dims."""
-    return tuple(index if d == dim else xp.arange(n).reshape((n,) + (1,) * (index.ndim - d - 1))
-                 for d, n in enumerate(index.shape))
+    ranges = _position_ranges(xp, index.shape, dim)
+    return tuple(index if d == dim else r for d, r in enumerate(ranges))
+
+
+@functools.lru_cache(maxsize=256)
+def _position_ranges(xp, shape: tuple, dim: int) -> tuple:
+    """The broadcastable aranges of `_along`: they depend only on the index's shape, so they are
+    built once per shape (read-only, shared), not on every gather/scatter call."""
+    out = []
+    for d, n in enumerate(shape):
+        r = None if d == dim else xp.arange(n).reshape((n,) + (1,) * (len(shape) - d - 1))
+        if r is not None and hasattr(r, "setflags"):
+            r.setflags(write=False)
+        out.append(r)
+    return tuple(out)
 
 
 def _scatter_kernel(xp, x, index, src, dim, out=None):

@@ -34,7 +34,9 @@ def _log_softmax_kernel(xp, x, dim):
     if v.shape[axis] == 0:
         return x.copy()
     shifted = v - v.max(axis=axis, keepdims=True)
-    return (shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))).reshape(x.shape)
+    total = xp.exp(shifted).sum(axis=axis, keepdims=True)
+    xp.log(total, out=total)  # temporaries reused: this kernel runs every training step
+    return xp.subtract(shifted, total, out=shifted).reshape(x.shape)
 
 
 def _softmax_infer(x, dim):
