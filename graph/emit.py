@@ -8,6 +8,8 @@ else calls its OpDef kernel with the attrs written inline: no dispatch and no `p
 from __future__ import annotations
 
 
+from dualflow.ops.core import sum_to_axes
+
 from .elementwise_cpu import kernel_call, template_for
 from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL
 
@@ -93,9 +95,7 @@ def _lowered(node, args: list) -> str | None:
                                                      tuple(dim))
         return f"_add_reduce({args[0]}, axis={axes!r}, keepdims={bool(keep)})"
     target = tuple(node.attrs["shape"])
-    lead = len(shape) - len(target)
-    axes = tuple(range(lead)) + tuple(lead + k for k, n in enumerate(target)
-                                      if n == 1 and shape[lead + k] != 1)
+    axes = sum_to_axes(shape, target)
     if not axes:
         return None
     if tuple(d for k, d in enumerate(shape) if k not in axes) == target:

@@ -11,17 +11,17 @@ from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError, broadcast_shapes
 
 
-def _sum_to_axes(shape: tuple, target: tuple) -> tuple[tuple, tuple]:
+def sum_to_axes(shape: tuple, target: tuple) -> tuple:
+    """The axes to sum so that `shape` reduces to the broadcast source `target`."""
     lead = len(shape) - len(target)
-    axes = tuple(range(lead)) + tuple(
+    return tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(target) if n == 1 and shape[lead + i] != 1)
-    return axes, lead
 
 
 def _sum_to_kernel(xp, x, shape):
     if x.shape == tuple(shape):
         return x
-    axes, _ = _sum_to_axes(x.shape, tuple(shape))
+    axes = sum_to_axes(x.shape, tuple(shape))
     return x.sum(axis=axes, keepdims=True).reshape(shape) if axes else x.reshape(shape)
 
 
