@@ -10,23 +10,13 @@ from contextlib import contextmanager
 
 import dualflow as flow
 from dualflow.graph import Trace, TracedTensor
+from dualflow.graph.trace import scope_names
 from dualflow.graph.pytree import flatten
 from dualflow.nn import Graph as NNGraph
 from dualflow.nn import Module
 from dualflow.tensor import Tensor
 
 from .errors import ExportError
-
-
-def _module_names(roots: dict) -> tuple[dict, dict]:
-    """Readable names (state_dict keys, module paths) for everything under `roots`."""
-    names, module_names = {}, {}
-    for prefix, m in roots.items():
-        dot = f"{prefix}." if prefix else ""
-        names.update({id(t): dot + n for n, t in m.named_parameters()})
-        names.update({id(t): dot + n for n, t in m.named_buffers()})
-        module_names.update({id(s): dot + n if n else prefix for n, s in m.named_modules()})
-    return names, module_names
 
 
 @contextmanager
@@ -68,7 +58,7 @@ def trace_model(model, args: tuple):
     else:
         raise TypeError(f"to_onnx: expected a dualflow nn.Module or nn.Graph, got "
                         f"{type(model).__name__}")
-    names, module_names = _module_names(roots)
+    names, module_names = scope_names(roots)
     trace = Trace(name, names, module_names)
     with _inference(list(roots.values())), _backward_refused(), trace:
         out = fn(*trace.inputs(args))

@@ -19,7 +19,7 @@ from .memory import aliases_input
 from .passes.checkpoint import checkpoint_pass
 from .pytree import flatten, unflatten
 from .split import split_forward_backward
-from .trace import Trace, signature
+from .trace import Trace, scope_names, signature
 from .tracer import tracing
 
 _caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -92,14 +92,6 @@ def cache_info(module) -> dict:
     return cache.info() if cache is not None else GraphCache(type(module).__name__).info()
 
 
-def _names(module, root: str = "") -> tuple[dict, dict]:
-    """Tensor names, and module scopes (qualified names, under `root` when it is given)."""
-    names = {id(t): n for n, t in module.named_parameters()}
-    names.update({id(t): n for n, t in module.named_buffers()})
-    module_names = {id(m): ".".join(p for p in (root, n) if p) for n, m in module.named_modules()}
-    return names, module_names
-
-
 def _call(module, traced_args, keys):
     n = len(traced_args) - len(keys)
     return module._call_impl(*traced_args[:n], **dict(zip(keys, traced_args[n:])))
@@ -107,7 +99,7 @@ def _call(module, traced_args, keys):
 
 def _compile(module, args, keys, needs_grad, params, scopes=()):
     root = type(module).__name__ if module in _checkpointed and scopes else ""
-    names, module_names = _names(module, root)
+    names, module_names = scope_names({root: module})
     trace = Trace(type(module).__name__, names, module_names)
     with trace:
         traced = trace.inputs(args)

@@ -24,6 +24,18 @@ def signature(args, extra=()) -> tuple:
     return tuple(key) + tuple(extra) + (dispatch.state.grad_enabled,)
 
 
+def scope_names(roots: dict) -> tuple[dict, dict]:
+    """Readable names for a trace of the modules in `roots` ({prefix: module}, "" for none):
+    id(tensor) -> state_dict key, and id(module) -> qualified module name (its scope)."""
+    names, scopes = {}, {}
+    for prefix, m in roots.items():
+        dot = f"{prefix}." if prefix else ""
+        names.update({id(t): dot + n for n, t in m.named_parameters()})
+        names.update({id(t): dot + n for n, t in m.named_buffers()})
+        scopes.update({id(s): dot + n if n else prefix for n, s in m.named_modules()})
+    return names, scopes
+
+
 class Trace:
     """A tracing session: the graph being built, its tracer, and the traced inputs."""
 

@@ -15,6 +15,7 @@ from collections import OrderedDict
 
 import dualflow as flow
 from dualflow.graph import Trace, TraceError, TracedTensor, compile_graph, signature
+from dualflow.graph.trace import scope_names
 from dualflow.graph.cache import GraphCache
 from dualflow.graph.pytree import flatten, unflatten
 from dualflow.mode import EAGER, mode
@@ -284,12 +285,7 @@ class Graph:
         return out
 
     def _names(self) -> tuple[dict, dict]:
-        names, module_names = {}, {}
-        for attr, m in self._modules.items():
-            names.update({id(t): f"{attr}.{n}" for n, t in m.named_parameters()})
-            names.update({id(t): f"{attr}.{n}" for n, t in m.named_buffers()})
-            module_names.update({id(s): f"{attr}.{n}" if n else attr
-                                 for n, s in m.named_modules()})
+        names, module_names = scope_names(self._modules)
         for oi, (opt, _) in enumerate(self._optimizers):
             for p, state in opt.state.items():
                 for key, t in state.items():
