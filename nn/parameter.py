@@ -38,3 +38,13 @@ class Parameter(Tensor):
 
 def _rebuild_parameter(array, requires_grad: bool) -> Parameter:
     return Parameter(Tensor._wrap(array), requires_grad)
+
+
+def add_parameter(module, name: str, shape, enabled: bool = True, device=None, dtype=None) -> None:
+    """Register an uninitialised Parameter of `shape` on `module` (the layer's reset_parameters
+    fills it), or None when not `enabled` (PyTorch's `bias=False` / `affine=False`)."""
+    if not enabled:
+        module.register_parameter(name, None)
+        return
+    from dualflow.creation import empty
+    setattr(module, name, Parameter(empty(shape, device=device, dtype=dtype)))

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 
-from dualflow.creation import empty
 from dualflow.nn import functional as F
 
 from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import add_parameter
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -54,11 +53,8 @@ class _ConvNd(Module):
             self.padding = _ntuple(padding, n)
         shape = ((in_channels, out_channels // groups) if transposed
                  else (out_channels, in_channels // groups)) + self.kernel_size
-        self.weight = Parameter(empty(shape, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        add_parameter(self, "weight", shape, device=device, dtype=dtype)
+        add_parameter(self, "bias", (out_channels,), bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import math
 
-from dualflow.creation import empty
 from dualflow.nn import functional as F
 
 from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import add_parameter
 
 
 class Identity(Module):
@@ -32,11 +31,8 @@ class Linear(Module):
                  dtype=None) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(empty(out_features, in_features, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        add_parameter(self, "weight", (out_features, in_features), device=device, dtype=dtype)
+        add_parameter(self, "bias", (out_features,), bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -58,12 +54,9 @@ class Bilinear(Module):
         super().__init__()
         self.in1_features, self.in2_features = in1_features, in2_features
         self.out_features = out_features
-        self.weight = Parameter(empty(out_features, in1_features, in2_features, device=device,
-                                      dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        add_parameter(self, "weight", (out_features, in1_features, in2_features), device=device,
+                      dtype=dtype)
+        add_parameter(self, "bias", (out_features,), bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -6,12 +6,12 @@ import numbers
 import numpy as np
 
 import dualflow as flow
-from dualflow.creation import empty, ones, zeros
+from dualflow.creation import ones, zeros
 from dualflow.nn import functional as F
 
 from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import add_parameter
 
 
 class _BatchNorm(Module):
@@ -25,12 +25,8 @@ class _BatchNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        add_parameter(self, "weight", (num_features,), affine, device, dtype)
+        add_parameter(self, "bias", (num_features,), affine, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
@@ -103,15 +99,9 @@ class LayerNorm(Module):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        add_parameter(self, "weight", self.normalized_shape, elementwise_affine, device, dtype)
+        add_parameter(self, "bias", self.normalized_shape, elementwise_affine and bias, device,
+                      dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -139,10 +129,7 @@ class RMSNorm(Module):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
+        add_parameter(self, "weight", self.normalized_shape, elementwise_affine, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -175,12 +162,8 @@ class GroupNorm(Module):
                              f"num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = (num_groups, num_channels,
                                                                      eps, affine)
-        if affine:
-            self.weight = Parameter(empty(num_channels, device=device, dtype=dtype))
-            self.bias = Parameter(empty(num_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        add_parameter(self, "weight", (num_channels,), affine, device, dtype)
+        add_parameter(self, "bias", (num_channels,), affine, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
