@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import dualflow as flow
-from dualflow.graph import Trace, TracedTensor
+from dualflow.graph import Trace
 from dualflow.graph.trace import scope_names
 from dualflow.graph.pytree import flatten
 from dualflow.nn import Graph as NNGraph
@@ -33,21 +33,6 @@ def _inference(modules: list):
             m.training = training
 
 
-def _no_backward(self, *args, **kwargs):
-    raise ExportError("build() called backward(): this nn.Graph is a training graph. to_onnx "
-                      "exports inference graphs; export the model itself, or an nn.Graph whose "
-                      "build() returns the predictions")
-
-
-@contextmanager
-def _backward_refused():
-    TracedTensor.backward = _no_backward
-    try:
-        yield
-    finally:
-        del TracedTensor.backward
-
-
 def trace_model(model, args: tuple):
     """(IR graph, output tree) of `model(*args)` for inference. Nodes traced inside dualflow's
     own layers are attributed to the innermost user frame: the `to_onnx` call."""
@@ -60,7 +45,10 @@ def trace_model(model, args: tuple):
                         f"{type(model).__name__}")
     names, module_names = scope_names(roots)
     trace = Trace(name, names, module_names)
-    with _inference(list(roots.values())), _backward_refused(), trace:
+    trace.tracer.backward_error = ExportError(
+        "build() called backward(): this nn.Graph is a training graph. to_onnx exports inference "
+        "graphs; export the model itself, or an nn.Graph whose build() returns the predictions")
+    with _inference(list(roots.values())), trace:
         out = fn(*trace.inputs(args))
         leaves, tree = flatten(out, f"{name} output")
         trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]

@@ -85,6 +85,11 @@ class TracedTensor(Tensor):
     def __array__(self, dtype=None, copy=None):
         raise _read_error("conversion to a NumPy array")
 
+    def backward(self, *args, **kwargs) -> None:
+        if self._tracer.backward_error is not None:  # e.g. an export traces inference only
+            raise self._tracer.backward_error
+        Tensor.backward(self, *args, **kwargs)
+
     def detach(self) -> "TracedTensor":
         return self._tracer.wrap(self._value)
 
@@ -99,6 +104,7 @@ class Tracer:
         self.graph = graph
         self.names = names or {}
         self.bound: dict = {}     # id(eager tensor) -> current Value (param, or after a state update)
+        self.backward_error: Exception | None = None  # raised by backward() when set
         self.scopes: list = []
 
     # ---- values ---------------------------------------------------------------------------
