@@ -5,6 +5,10 @@ ufuncs, fused kernels and OpDef kernels bound as globals and attrs written inlin
 results go where the memory plan says (a reused slot, a dying input, a parameter's own array);
 every name is deleted after its last use so NumPy frees it; state updates that did not run in
 place are copied into their tensors at the end; each line's comment names the node's user source.
+
+Small slots persist between calls (`persistent_slots`): allocating a small array costs about as
+much as a small kernel (0.2 µs), so a step of tiny matmuls spends microseconds in `empty`.
+They come in sets from a free list, so two threads (or a re-entrant call) never share a set.
 """
 from __future__ import annotations
 
@@ -18,6 +22,15 @@ from .ir import Graph
 from .memory import MemoryPlan, last_uses
 
 _counter = itertools.count()
+PERSISTENT_SLOT_BYTES = 256 * 1024   # slots up to this size are kept between calls
+
+
+def persistent_slots(plan: MemoryPlan) -> list:
+    """Slot ids kept between calls: small ones that are dropped within the call (a slot never
+    dropped is the storage of something the call returns, a view of an output)."""
+    freed = {k for ks in plan.slot_free.values() for k in ks}
+    return [k for k, t in enumerate(plan.slots)
+            if k in freed and t.numel() * t.dtype.itemsize <= PERSISTENT_SLOT_BYTES]
 
 
 def frees_after(graph: Graph, plan: MemoryPlan) -> dict:
@@ -46,6 +59,13 @@ of parameter tensors, read on every call."""
     if graph.inputs:
         lines.append(f"    {', '.join(f'v{v.id}' for v in graph.inputs)}, = I")
         lines.append("    I.clear()")
+    kept = persistent_slots(plan)
+    if kept:
+        env["_free_sets"] = []
+        env["_new_set"] = lambda: [xp.empty(tuple(plan.slots[k].shape), plan.slots[k].dtype.np)
+                                   for k in kept]
+        lines.append("    B = _free_sets.pop() if _free_sets else _new_set()")
+        lines.append(f"    {', '.join(f'S{k}' for k in kept)}, = B")
     for k, v in enumerate(graph.params):
         lines.append(f"    v{v.id} = P[{k}]._data")
     names = {v.id: f"v{v.id}" for v in graph.inputs + graph.params}
@@ -55,6 +75,8 @@ of parameter tensors, read on every call."""
     frees = frees_after(graph, plan)
     for i, n in enumerate(graph.nodes):
         for k in plan.slot_alloc.get(i, ()):
+            if k in kept:
+                continue
             t = plan.slots[k]
             env[f"D{k}"] = t.dtype.np
             lines.append(f"    S{k} = _empty({tuple(t.shape)!r}, D{k})")
@@ -69,10 +91,12 @@ of parameter tensors, read on every call."""
         line_nodes[len(lines)] = n
         names.update({v.id: f"v{v.id}" for v in n.outputs})
         dead = [names[d] for d in frees.get(i, ()) if not names[d].startswith("C")]
-        dead += [f"S{k}" for k in plan.slot_free.get(i, ())]
+        dead += [f"S{k}" for k in plan.slot_free.get(i, ()) if k not in kept]
         if dead:
             lines.append(f"    del {', '.join(dead)}")
     lines += _state_writes(graph, plan, names, env)
+    if kept:
+        lines.append("    _free_sets.append(B)")
     lines.append(f"    return [{', '.join(names[v.id] for v in graph.outputs)}]")
     source = "\n".join(lines) + "\n"
     filename = f"<dualflow-graph-{next(_counter)}:{graph.name}>"

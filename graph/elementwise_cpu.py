@@ -13,6 +13,8 @@ import itertools
 import linecache
 import re
 
+from dualflow.ops.zeros import zeros_view
+
 # op name -> (template, dtype rule, alias_safe). {0},{1},{2}: arguments, {o}: the destination;
 # names before "(" are functions of xp. `same`: every argument has the result's dtype; `float`:
 # same and floating (the kernels promote integers first); `cmp`: arguments share a dtype; `any`:
@@ -43,7 +45,7 @@ TEMPLATES = {
         ("gt", "greater"), ("ge", "greater_equal")]},
     **{op: _ufunc(op, 2, "any") for op in ["logical_and", "logical_or", "logical_xor"]},
     **{op: _ufunc(op, 1, "any") for op in ["logical_not", "isnan", "isinf", "isfinite"]},
-    "relu": ("maximum({0}, 0, out={o})", "same", True),
+    "relu": ("maximum({0}, {zero}, out={o})", "same", True),   # {zero}: see ops/zeros.py
     "rsqrt": ("sqrt({0}, out={o}); true_divide(1, {o}, out={o})", "float", True),
     "identity": ("copyto({o}, {0})", "same", True),
     "cast": ("copyto({o}, {0}, casting='unsafe')", "any", True),
@@ -68,6 +70,14 @@ def template_for(op, out_type, arg_types):
     if entry is None or not _rule_holds(entry[1], out_type, arg_types):
         return None
     return entry[0], entry[2]
+
+
+def fill_template(template: str, args: list, dest: str | None, zero: str) -> str:
+    """The template's code for these argument names; `{zero}` names a zero array of the result's
+    shape (bound by the caller), no `dest` drops the `out=`."""
+    if dest is None:
+        template = template.replace(", out={o}", "")
+    return template.format(*args, o=dest, zero=zero)
 
 
 def _positive_zero(value) -> bool:
@@ -263,6 +273,11 @@ class _BodyCompiler:
         fn.source = source
         return fn
 
+    def _zero(self, j: int, vtype) -> str:
+        """The name of a zero array shaped like step j's value (block-sized when blocked)."""
+        self.env[f"Z{j}"] = zeros_view(self.xp, tuple(vtype.shape), vtype.dtype.np)
+        return f"Z{j}[:n]" if self._blocked(vtype) else f"Z{j}"
+
     def _function(self, root_t) -> list:
         result = self.where[self.n + self.root]
         self.env["D_out"] = root_t.dtype.np
@@ -317,7 +332,9 @@ class _BodyCompiler:
         if special is not None:
             self._code(special(args, dest, s.type.dtype.itemsize, self._scalars(s))[0])
         elif tmpl is not None:
-            self._code([part.strip() for part in tmpl[0].format(*args, o=dest).split(";")])
+            zero = self._zero(j, s.type) if "{zero}" in tmpl[0] else ""
+            code = fill_template(tmpl[0], args, dest, zero)
+            self._code([part.strip() for part in code.split(";")])
         else:
             self.env[f"K{j}"] = s.op.kernel
             call = kernel_call(f"K{j}", args, s.attrs, self.env, f"A{j}", dest)

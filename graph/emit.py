@@ -9,8 +9,9 @@ from __future__ import annotations
 
 
 from dualflow.ops.core import sum_to_axes
+from dualflow.ops.zeros import zeros_view
 
-from .elementwise_cpu import kernel_call, template_for
+from .elementwise_cpu import fill_template, kernel_call, template_for
 from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL
 
 _SLOT_OPS = ("matmul",)  # non-elementwise ops whose `out=` is a plain result buffer
@@ -61,8 +62,10 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
     tmpl = _template(node)
     plain = ";" not in tmpl[0] and tmpl[0].endswith(", out={o})") if tmpl else False
     if tmpl is not None and (dest is not None or plain):
-        code = tmpl[0].format(*args, o=dest) if dest else \
-            tmpl[0].replace(", out={o}", "").format(*args)
+        if "{zero}" in tmpl[0]:
+            out_t = node.outputs[0].type
+            env[f"Z{i}"] = zeros_view(xp, tuple(out_t.shape), out_t.dtype.np)
+        code = fill_template(tmpl[0], args, dest, f"Z{i}")
         parts = [p.strip() for p in code.split(";")]
         for p in parts:
             fname = p.split("(", 1)[0]

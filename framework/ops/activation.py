@@ -18,6 +18,7 @@ from .arith import add, div, mul, neg, sub
 from .compare import clamp, clamp_op, gt, logical_and, lt, where
 from .opdef import defop
 from .unary import _erf_kernel, abs_, erf, exp, expm1, floating, tanh
+from .zeros import zeros_view
 
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -116,10 +117,18 @@ def _lower_softplus(ctx, node):
     return ctx.emit("Where", [past, x, ctx.emit("Div", [ctx.emit("Softplus", [bx]), beta])])
 
 
+def _relu_kernel(xp, x, out=None):
+    """max(x, 0); against a zero array of x's shape on NumPy past a few hundred elements (see
+    ops/zeros.py: same bits, 4x faster)."""
+    if x.size >= 256 and xp.__name__ == "numpy":
+        return xp.maximum(x, zeros_view(xp, x.shape, x.dtype), out=out)
+    return xp.maximum(x, 0, out=out)
+
+
 sigmoid = defop("sigmoid", _sigmoid_kernel, rules.same_float,
                 vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),), saves=(), saves_out=True,
                 elementwise=True, out_arg=True, onnx="Sigmoid")
-relu_op = defop("relu", lambda xp, x, out=None: xp.maximum(x, 0, out=out), rules.same,
+relu_op = defop("relu", _relu_kernel, rules.same,
                 vjp=lambda g, out, x: (where(gt(out, 0), g, 0),), saves=(), saves_out=True,
                 elementwise=True, out_arg=True, onnx=_lower_relu)
 gelu_op = defop("gelu", _gelu_kernel, rules.same_float, vjp=_gelu_vjp, saves=(0,),

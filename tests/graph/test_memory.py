@@ -56,6 +56,39 @@ def test_slots_are_reused_and_never_hold_outputs():
     np.testing.assert_allclose(exe([x._data, w._data])[0], fn(x, w).numpy(), rtol=1e-5)
 
 
+def test_small_slots_persist_between_calls_and_results_stay_fresh():
+    x, w = flow.randn(8, 16), flow.randn(16, 16)
+
+    def fn(x, w):
+        h = flow.relu(flow.relu(x @ w) @ w)
+        return h @ w, (h * 2).reshape(-1)     # the second result is a view of a fresh array
+    exe, _ = _compile(fn, x, w)
+    sets = exe._fn.__globals__["_free_sets"]
+    first = exe([x._data, w._data])
+    assert len(sets) == 1
+    kept = [id(a) for a in sets[0]]
+    second = exe([x._data, w._data])
+    assert [id(a) for a in sets[0]] == kept                 # the same buffers, not new ones
+    for a, b, want in zip(first, second, fn(x, w)):
+        assert not np.shares_memory(a, b)                   # results are never slot memory
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, want.numpy(), rtol=1e-5)
+
+
+def test_a_reentrant_call_gets_its_own_slot_set():
+    from dualflow.graph import codegen
+    x, w = flow.randn(8, 16), flow.randn(16, 16)
+    exe, _ = _compile(lambda x, w: flow.relu(flow.relu(x @ w) @ w) @ w, x, w)
+    sets = exe._fn.__globals__["_free_sets"]
+    exe([x._data, w._data])
+    held = sets.pop()                                       # as if another thread were inside
+    got = exe([x._data, w._data])
+    assert len(sets) == 1 and sets[0] is not held
+    assert all(not np.shares_memory(a, b) for a, b in zip(held, sets[0]))
+    np.testing.assert_array_equal(got[0], exe([x._data, w._data])[0])
+    assert codegen.PERSISTENT_SLOT_BYTES >= 16 * 16 * 4
+
+
 def test_planner_steps_switch_off():
     x, w = flow.randn(8, 16), flow.randn(16, 16)
     fn = lambda x, w: flow.tanh(flow.relu(x @ w) @ w) + 1   # noqa: E731

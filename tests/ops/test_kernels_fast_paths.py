@@ -1,11 +1,12 @@
 """The fast kernel paths against the general ones or direct references: tiled max pooling,
-im2col convolutions laid out per group/batch, and float32 erf."""
+im2col convolutions laid out per group/batch, float32 erf, and ReLU against a zero array."""
 import math
 
 import numpy as np
 import pytest
 
-from dualflow.ops import conv, pool
+from dualflow.ops import activation, conv, pool
+from dualflow.ops.zeros import zeros_view
 
 NO_PAD = ((0, 0), (0, 0))
 
@@ -130,3 +131,21 @@ def test_erf_of_integers_is_float32():
     got = _erf_kernel(np, np.arange(-3, 4))
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, _erf_reference(np.arange(-3, 4)), rtol=2e-7)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_relu_against_a_zero_array_has_the_scalar_form_bits(dtype):
+    x = np.resize(np.array([-0.0, 0.0, np.nan, -np.nan, -1.5, 2.5, np.inf, -np.inf]), (40, 9))
+    x = x.astype(dtype) if dtype != "int64" else np.arange(-180, 180).reshape(40, 9)
+    got = activation._relu_kernel(np, x)
+    want = np.maximum(x, 0)
+    assert got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()
+
+
+def test_zero_views_are_shared_read_only_and_zero():
+    a = zeros_view(np, (3, 5), np.float32)
+    b = zeros_view(np, (100, 100), np.float32)
+    assert not a.flags.writeable and not b.flags.writeable
+    assert a.shape == (3, 5) and b.shape == (100, 100) and not b.any()
+    assert np.shares_memory(zeros_view(np, (7,), np.float32), b)   # one pool per dtype
