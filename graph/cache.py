@@ -9,6 +9,7 @@ class GraphCache:
     def __init__(self, name: str, capacity: int = 32, warn_after: int = 8):
         self.name, self.capacity, self.warn_after = name, capacity, warn_after
         self._entries: OrderedDict = OrderedDict()
+        self._newest = None    # the entry at the end of the LRU order
         self.hits = self.misses = self.traces = 0
 
     def get(self, key):
@@ -17,12 +18,15 @@ class GraphCache:
             self.misses += 1
             return None
         self.hits += 1
-        self._entries.move_to_end(key)
+        if entry is not self._newest:   # the usual case, the same signature again, costs nothing
+            self._entries.move_to_end(key)
+            self._newest = entry
         return entry
 
     def put(self, key, entry) -> None:
         self.traces += 1
         self._entries[key] = entry
+        self._newest = entry
         if len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
         if self.traces == self.warn_after:
@@ -36,6 +40,7 @@ class GraphCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._newest = None
 
     def values(self):
         return list(self._entries.values())

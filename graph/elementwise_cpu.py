@@ -13,7 +13,7 @@ import itertools
 import linecache
 import re
 
-from dualflow.ops.zeros import zeros_view
+from dualflow.ops.constants import zeros_view
 
 # op name -> (template, dtype rule, alias_safe). {0},{1},{2}: arguments, {o}: the destination;
 # names before "(" are functions of xp. `same`: every argument has the result's dtype; `float`:
@@ -45,7 +45,7 @@ TEMPLATES = {
         ("gt", "greater"), ("ge", "greater_equal")]},
     **{op: _ufunc(op, 2, "any") for op in ["logical_and", "logical_or", "logical_xor"]},
     **{op: _ufunc(op, 1, "any") for op in ["logical_not", "isnan", "isinf", "isfinite"]},
-    "relu": ("maximum({0}, {zero}, out={o})", "same", True),   # {zero}: see ops/zeros.py
+    "relu": ("maximum({0}, {zero}, out={o})", "same", True),   # {zero}: see ops/constants.py
     "rsqrt": ("sqrt({0}, out={o}); true_divide(1, {o}, out={o})", "float", True),
     "identity": ("copyto({o}, {0})", "same", True),
     "cast": ("copyto({o}, {0}, casting='unsafe')", "any", True),

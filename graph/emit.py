@@ -8,8 +8,9 @@ else calls its OpDef kernel with the attrs written inline: no dispatch and no `p
 from __future__ import annotations
 
 
-from dualflow.ops.core import sum_to_axes
-from dualflow.ops.zeros import zeros_view
+from dualflow.ops.core import sum_to_plan
+from dualflow.ops.constants import zeros_view
+from dualflow.ops.sums import sum_plan
 
 from .elementwise_cpu import fill_template, kernel_call, template_for
 from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL
@@ -73,9 +74,8 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
         if plain:  # a ufunc returns its result (its out= buffer when given)
             return code, dest is not None
         return f"({', '.join(parts)}, {dest})[-1]", True  # calls that fill dest, then dest
-    lowered = _lowered(node, args) if xp.__name__ == "numpy" else None  # CuPy: no ufunc.reduce
+    lowered = _lowered(node, i, args, env) if xp.__name__ == "numpy" else None
     if lowered is not None:
-        env.setdefault("_add_reduce", xp.add.reduce)
         return lowered, False
     lower = _LOWER_CALLS.get(node.op.name)
     lowered = lower(node, i, args, env, xp) if lower is not None and dest is None else None
@@ -85,9 +85,9 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
     return kernel_call(f"K{i}", args, node.attrs, env, f"A{i}", dest), dest is not None
 
 
-def _lowered(node, args: list) -> str | None:
-    """Float sums with their axes worked out at compile time: the `add.reduce` the kernels call
-    (`ndarray.sum` is `add.reduce`), without the per-call argument handling around it."""
+def _lowered(node, i: int, args: list, env: dict) -> str | None:
+    """Float sums call the plan their NumPy kernel would pick (ops/sums.py), bound at compile
+    time: the same arithmetic, without the per-call argument handling and plan lookup."""
     x = node.inputs[0].type if node.inputs else None
     if x is None or not x.dtype.is_floating_point or node.op.name not in ("sum", "sum_to"):
         return None
@@ -96,14 +96,13 @@ def _lowered(node, args: list) -> str | None:
         dim, keep = node.attrs.get("dim"), node.attrs.get("keepdim", False)
         axes = None if dim is None or not shape else ((dim,) if isinstance(dim, int) else
                                                      tuple(dim))
-        return f"_add_reduce({args[0]}, axis={axes!r}, keepdims={bool(keep)})"
-    target = tuple(node.attrs["shape"])
-    axes = sum_to_axes(shape, target)
-    if not axes:
-        return None
-    if tuple(d for k, d in enumerate(shape) if k not in axes) == target:
-        return f"_add_reduce({args[0]}, axis={axes!r})"
-    return f"_add_reduce({args[0]}, axis={axes!r}, keepdims=True).reshape({target!r})"
+        env[f"_S{i}"] = sum_plan(shape, x.dtype.np, axes, bool(keep))
+    else:
+        target = tuple(node.attrs["shape"])
+        if target == shape:
+            return None
+        env[f"_S{i}"] = sum_to_plan(shape, target, x.dtype.np)
+    return f"_S{i}({args[0]})"
 
 
 def _lower_permute(node, i, args, env, xp):

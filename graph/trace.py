@@ -1,6 +1,8 @@
 """Tracing a Python callable into a Graph, and the signature compiled graphs are cached by."""
 from __future__ import annotations
 
+import numpy as np
+
 from dualflow.mode import GRAPH, get_mode, set_mode
 from dualflow.ops import dispatch
 from dualflow.ops.opdef import TensorType
@@ -12,11 +14,15 @@ from .tracer import TracedTensor, Tracer
 
 
 def signature(args, extra=()) -> tuple:
-    """What a compiled graph depends on besides tensor values."""
+    """What a compiled graph depends on besides tensor values. Read off the arrays themselves
+    (shape, NumPy dtype, array type; the device only for non-NumPy arrays): this runs on every
+    call of a compiled graph."""
     key = []
     for a in args:
         if isinstance(a, Tensor):
-            key.append((tuple(a.shape), a.dtype.name, str(a.device), a.requires_grad))
+            d = a._data
+            where = None if type(d) is np.ndarray else str(a.device)
+            key.append((d.shape, d.dtype, where, a.requires_grad))
         elif isinstance(a, (tuple, list)):
             key.append((type(a).__name__, signature(a)))
         else:

@@ -229,7 +229,7 @@ class Graph:
         else:
             if self._all_modules is None:  # the module tree is fixed once a graph is called
                 self._all_modules = [m for root in self._modules.values() for m in root.modules()]
-            training = tuple(m.training for m in self._all_modules)
+            training = tuple([m.training for m in self._all_modules])
             key = signature(args, (training, self.config.gradient_accumulation_steps))
             entry = self._cache.get(key)
             if entry is None:

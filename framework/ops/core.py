@@ -5,10 +5,15 @@ broadcast gradient back to its input's shape, in one place for every op.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
+import numpy as np
+
 from .. import dtype as dt
 from ..device import Device, to_device_array
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError, broadcast_shapes
+from .sums import sum_plan
 
 
 def sum_to_axes(shape: tuple, target: tuple) -> tuple:
@@ -18,9 +23,22 @@ def sum_to_axes(shape: tuple, target: tuple) -> tuple:
         lead + i for i, n in enumerate(target) if n == 1 and shape[lead + i] != 1)
 
 
+@lru_cache(maxsize=1024)
+def sum_to_plan(shape: tuple, target: tuple, dtype):
+    """The function the NumPy kernel runs for this shape, target and dtype (compiled graphs bind
+    it directly): the sums' own plan, then the reshape to `target`."""
+    axes = sum_to_axes(shape, target)
+    if not axes:
+        return lambda x: x.reshape(target)
+    total = sum_plan(shape, dtype, axes, True)
+    return lambda x: total(x).reshape(target)
+
+
 def _sum_to_kernel(xp, x, shape):
     if x.shape == tuple(shape):
         return x
+    if xp is np:
+        return sum_to_plan(x.shape, tuple(shape), x.dtype)(x)
     axes = sum_to_axes(x.shape, tuple(shape))
     return x.sum(axis=axes, keepdims=True).reshape(shape) if axes else x.reshape(shape)
 

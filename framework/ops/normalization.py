@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .arith import mul, sub
 from .opdef import defop
 from .reduce import mean, sum_fn
 from .rules import ShapeError
 from .shape import dim_index, reshape
+from .sums import float_sum
 from .unary import exp, rsqrt
 
 
@@ -21,20 +24,28 @@ def _softmax_axis(x, dim):
     return (x.reshape(1), 0) if x.ndim == 0 else (x, dim % x.ndim)
 
 
+def _max_along(xp, v, axis: int):
+    """v.max(axis, keepdims=True). NumPy reduces a short inner axis row by row; on a transposed
+    copy it reduces whole rows at once (float32 4096x10: 163 -> 14 µs, 32x10: 2.0 -> 1.4 µs)."""
+    if xp is np and v.ndim == 2 and axis == 1 and v.shape[1] <= 64 and v.shape[0] >= 16:
+        return np.maximum.reduce(np.ascontiguousarray(v.T), axis=0).reshape(-1, 1)
+    return v.max(axis=axis, keepdims=True)
+
+
 def _softmax_kernel(xp, x, dim):
     v, axis = _softmax_axis(x, dim)
     if v.shape[axis] == 0:
         return x.copy()
-    e = xp.exp(v - v.max(axis=axis, keepdims=True))
-    return (e / e.sum(axis=axis, keepdims=True)).reshape(x.shape)
+    e = xp.exp(v - _max_along(xp, v, axis))
+    return (e / float_sum(xp, e, (axis,), True)).reshape(x.shape)
 
 
 def _log_softmax_kernel(xp, x, dim):
     v, axis = _softmax_axis(x, dim)
     if v.shape[axis] == 0:
         return x.copy()
-    shifted = v - v.max(axis=axis, keepdims=True)
-    total = xp.exp(shifted).sum(axis=axis, keepdims=True)
+    shifted = v - _max_along(xp, v, axis)
+    total = float_sum(xp, xp.exp(shifted), (axis,), True)
     xp.log(total, out=total)  # temporaries reused: this kernel runs every training step
     return xp.subtract(shifted, total, out=shifted).reshape(x.shape)
 

@@ -16,6 +16,7 @@ from collections import namedtuple
 from .. import dtype as dt
 from . import rules
 from .core import broadcast_to
+from .sums import float_sum
 from .join import flip_op
 from .opdef import TensorType, defop, not_exportable
 from .shape import dim_index, dim_list, inverse_permutation, permute, reshape, unsqueeze
@@ -157,8 +158,13 @@ def _lower_logical(is_all: bool):
 
 
 # ---- sums, means, products -----------------------------------------------------------------------
-sum_ = defop("sum", lambda xp, x, dim=None, keepdim=False:
-             x.sum(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x)), _acc_type,
+def _sum_kernel(xp, x, dim=None, keepdim=False):
+    if x.dtype.kind == "f":
+        return float_sum(xp, x, _axes(dim, x.ndim), keepdim)
+    return x.sum(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x))
+
+
+sum_ = defop("sum", _sum_kernel, _acc_type,
              vjp=lambda g, out, x, dim=None, keepdim=False: (_back(g, x, dim, keepdim),),
              saves=(), onnx=_lower_reduction("ReduceSum", widen=True))
 

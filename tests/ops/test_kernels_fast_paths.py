@@ -1,12 +1,16 @@
 """The fast kernel paths against the general ones or direct references: tiled max pooling,
-im2col convolutions laid out per group/batch, float32 erf, and ReLU against a zero array."""
+im2col convolutions laid out per group/batch, float32 erf, ReLU against a zero array, sums as
+products with ones, and row maxima over a short last axis."""
+import itertools
 import math
 
 import numpy as np
 import pytest
 
-from dualflow.ops import activation, conv, pool
-from dualflow.ops.zeros import zeros_view
+from dualflow.ops import activation, conv, normalization, pool
+from dualflow.ops.core import _sum_to_kernel
+from dualflow.ops.sums import float_sum
+from dualflow.ops.constants import zeros_view
 
 NO_PAD = ((0, 0), (0, 0))
 
@@ -149,3 +153,37 @@ def test_zero_views_are_shared_read_only_and_zero():
     assert not a.flags.writeable and not b.flags.writeable
     assert a.shape == (3, 5) and b.shape == (100, 100) and not b.any()
     assert np.shares_memory(zeros_view(np, (7,), np.float32), b)   # one pool per dtype
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4), (5, 1, 2), (1, 6), (4,), (0, 3), (2, 0, 3)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_float_sum_matches_numpy_sum_for_every_axes_choice(shape, dtype):
+    a = np.random.default_rng(3).standard_normal(shape).astype(dtype)
+    nd = len(shape)
+    for k in range(1, nd + 1):
+        for axes in itertools.combinations(range(nd), k):
+            for keep in (False, True):
+                for view in (a, a.T):        # the transpose is not C-contiguous
+                    for ax in (axes, tuple(d - nd for d in axes)):
+                        got, want = float_sum(np, view, ax, keep), view.sum(axis=ax, keepdims=keep)
+                        assert got.shape == want.shape and got.dtype == want.dtype
+                        np.testing.assert_allclose(got, want, rtol=2e-3 if dtype == "float16"
+                                                   else 1e-6)
+
+
+def test_float_sums_are_bit_stable_and_accurate():
+    x = np.random.default_rng(1).standard_normal((512, 128)).astype(np.float32)
+    exact = x.astype(np.float64).sum(axis=0)
+    got = float_sum(np, x, (0,))
+    assert np.abs(got - exact).max() <= np.abs(x.sum(axis=0) - exact).max()
+    shifted = np.empty(x.size + 3, np.float32)[3:].reshape(x.shape)   # another alignment
+    shifted[...] = x
+    assert float_sum(np, shifted, (0,)).tobytes() == got.tobytes()
+    np.testing.assert_array_equal(_sum_to_kernel(np, x, (1, 128)), got.reshape(1, 128))
+
+
+@pytest.mark.parametrize("shape", [(32, 10), (8, 10), (300, 7), (32, 100)])
+def test_row_max_over_a_short_axis_matches_numpy(shape):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    x[1, 2] = np.nan
+    np.testing.assert_array_equal(normalization._max_along(np, x, 1), x.max(axis=1, keepdims=True))

@@ -1,0 +1,69 @@
+"""Float sums over leading or trailing axes as matrix-vector products with ones (BLAS gemv).
+
+NumPy's `add.reduce` over the leading axis of a (32, 128) float32 array takes 1.4 µs, a product
+with ones 0.5 µs; over (512, 128) 10 vs 2.5 µs; over the trailing axis of (4096, 10) far more
+(`python benchmarks/kernels.py`). Those are the sums training runs on every step: bias gradients
+(leading axes) and softmax denominators (the trailing axis). The result is as accurate (the
+errors against float64 were equal or smaller on every measured shape) and does not depend on
+alignment or on the BLAS thread count (checked); eager kernels and compiled graphs call the same
+plan, so both modes stay bit-identical. Full reductions keep `add.reduce`: a BLAS dot splits long
+vectors across threads.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .constants import ones_view
+
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@lru_cache(maxsize=2048)
+def sum_plan(shape: tuple, dtype, axes: tuple | None, keepdims: bool):
+    """A function computing `x.sum(axis=axes, keepdims=keepdims)` for NumPy arrays of this shape
+    and dtype: a product with ones when `axes` are leading or trailing axes (not all of them)
+    of a float32/float64 array and x is C-contiguous, `add.reduce` otherwise."""
+    def plain(x):
+        return x.sum(axis=axes, keepdims=keepdims)
+
+    nd = len(shape)
+    if not axes or not 0 < len(axes) < nd or np.dtype(dtype) not in _BLAS_DTYPES or \
+            0 in shape:
+        return plain
+    axes_n, k = tuple(sorted(a % nd for a in axes)), len(axes)
+    lead = axes_n == tuple(range(k))
+    if not lead and axes_n != tuple(range(nd - k, nd)):
+        return plain
+    n = _prod(shape[:k]) if lead else _prod(shape[nd - k:])    # how many values each sum adds
+    mat = (n, _prod(shape[k:])) if lead else (_prod(shape[:nd - k]), n)
+    out = (((1,) * k + shape[k:]) if lead else (shape[:nd - k] + (1,) * k)) if keepdims else \
+        (shape[k:] if lead else shape[:nd - k])
+    # a (1, n) row or (n, 1) column of ones gives a 2-d keepdims result without a reshape
+    ones = ones_view(np, ((1, n) if lead else (n, 1)) if keepdims else (n,), dtype)
+    natural = ((1, mat[1]) if lead else (mat[0], 1)) if keepdims else ((mat[1],) if lead else
+                                                                        (mat[0],))
+    flat_in, flat_out = mat != tuple(shape), natural != out
+
+    def product(x):
+        if not x.flags.c_contiguous:
+            return plain(x)
+        m = x.reshape(mat) if flat_in else x
+        r = np.dot(ones, m) if lead else np.dot(m, ones)
+        return r.reshape(out) if flat_out else r
+    return product
+
+
+def float_sum(xp, x, axes: tuple | None, keepdims: bool = False):
+    """`x.sum(axis=axes, keepdims=keepdims)` for a float array, through `sum_plan` on NumPy."""
+    if xp is np:
+        return sum_plan(x.shape, x.dtype, axes, keepdims)(x)
+    return x.sum(axis=axes, keepdims=keepdims)
+
+
+def _prod(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
