@@ -1,8 +1,8 @@
 """The tape and the backward walk.
 
 `record` runs after an op whenever an input requires grad: it makes a `Node` that keeps what the
-op's VJP reads (inputs listed in `saves`, the output if `saves_out`; other inputs only as their
-`TensorType`) and the edges to the inputs' own nodes. `run_backward` walks nodes in dependency
+op's VJP reads (inputs listed in `saves`, the outputs `saves_out` asks for; other inputs only as
+their `TensorType`) and the edges to the inputs' own nodes. `run_backward` walks nodes in dependency
 order with an explicit queue (no recursion: a chain of 10,000 ops is fine), calls each VJP with
 dualflow ops (under `no_grad` unless `create_graph`), reduces broadcast gradients with `sum_to`,
 and accumulates into leaves' `.grad`.
@@ -83,8 +83,15 @@ def record(op, inputs, attrs, out) -> None:
     node.out_refs = [weakref.ref(o) for o in outs]
     node.out_types = [TensorType(o.shape, o.dtype, o.device) for o in outs] if len(outs) > 1 \
         else None  # to zero-fill the gradient of an output that was dropped
-    node.out_saved = (out if op.saves_out else None)
-    node.out_versions = tuple(o._version[0] for o in outs) if op.saves_out else None
+    keep = op.saves_out
+    if keep is True:
+        node.out_saved = out
+        node.out_versions = tuple(o._version[0] for o in outs)
+    elif keep:  # output positions: the VJP gets None for the others, which may change in place
+        node.out_saved = tuple(o if i in keep else None for i, o in enumerate(outs))
+        node.out_versions = tuple(o._version[0] if i in keep else None for i, o in enumerate(outs))
+    else:
+        node.out_saved = node.out_versions = None
     for o in outs:
         if o.dtype.is_floating_point:
             o.requires_grad = True
@@ -104,7 +111,7 @@ def _check_versions(node: Node) -> None:
     if node.out_versions is not None:
         outs = node.out_saved if isinstance(node.out_saved, tuple) else (node.out_saved,)
         for o, v in zip(outs, node.out_versions):
-            if o._version[0] != v:
+            if o is not None and o._version[0] != v:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by "
                     f"an in-place operation: the output of '{node.op.name}' (shape "
@@ -257,9 +264,10 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 o.grad = grads[i] if create_graph else grads[i].detach()
             if capture is not None and o is not None and id(o) in capture:
                 capture[id(o)] = grads[i]
-        for i, o in enumerate(outs):
-            if grads[i] is None and len(grads) > 1 and node.out_types[i].dtype.is_floating_point:
-                grads[i] = _zeros_for(node.out_types[i])
+        if len(grads) > 1 and not getattr(node.op, "sparse_grads", False):
+            for i, t in enumerate(node.out_types):
+                if grads[i] is None and t.dtype.is_floating_point:
+                    grads[i] = _zeros_for(t)
         in_grads = _call_vjp(node, grads)
         anomaly.check(node, in_grads)
         fresh = getattr(node.op, "fresh_grads", False)

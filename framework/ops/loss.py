@@ -1,22 +1,32 @@
 """Losses with PyTorch's signatures and semantics, as composites of log_softmax, gather and
 elementwise ops (so gradients, double backward and graph tracing come for free).
 
+The common case of `cross_entropy`, (N, C) scores with class indices and neither weights nor
+label smoothing, is one primitive instead (`cross_entropy_op`, ONNX SoftmaxCrossEntropyLoss):
+its forward and backward are a few NumPy calls each, where the composite makes about twenty
+tiny ones, which dominate a small model's training step.
+
 `reduction` is 'none' | 'mean' | 'sum' (the legacy `size_average`/`reduce` flags map onto it).
 Class-index losses take input (N, C, d1, ...) or (C,) and target (N, d1, ...) or (); 'mean'
 divides by the summed weights of the targets that are not `ignore_index`, as PyTorch does.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
+from .. import dtype as dt
 from .activation import softplus
-from .compare import clamp, eq, lt, ne, where
+from .arith import _grad_if, add, mul
+from .compare import clamp, clamp_min, eq, lt, ne, where
 from .core import broadcast_to
+from .dispatch import OpError
 from .gather import gather, index_select
-from .normalization import log_softmax
+from .normalization import _log_softmax_kernel, log_softmax, log_softmax_op
+from .opdef import TensorType, defop, not_exportable
 from .reduce import mean, sum_fn
-from .rules import broadcast_shapes
+from .rules import ShapeError, broadcast_shapes
 from .shape import reshape, squeeze, unsqueeze
 from .unary import abs_, exp, log
 
@@ -112,6 +122,139 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     return _unbatch(_weighted_reduce(losses, w, reduction), unbatched, reduction)
 
 
+# ---- cross_entropy as one op: (N, C) scores, class indices, no weights, no smoothing --------
+
+@functools.lru_cache(maxsize=64)
+def _row_starts(xp, n: int, classes: int):
+    """Each row's flat offset in a C-contiguous (n, classes) array: a target's flat position is
+    its row's offset plus the target (flat indexing costs half of `a[rows, target]`)."""
+    starts = xp.arange(n) * classes
+    if hasattr(starts, "setflags"):  # shared between calls: read-only
+        starts.setflags(write=False)
+    return starts
+
+
+def _unsigned(t):
+    """t's bits as unsigned integers: a negative target becomes huge, so one max checks both
+    ends of the class range."""
+    return t if t.dtype.kind == "u" else t.view(f"u{t.dtype.itemsize}")
+
+
+def _targets(xp, target, ignore_index: int, classes: int):
+    """(mask of the rows that count, None when all do; targets with ignored ones set to 0; how
+    many count), after checking that every counted target is a class. The usual batch, with
+    every target in range and ignore_index outside it, costs one max."""
+    if not 0 <= ignore_index < classes and target.size and _unsigned(target).max() < classes:
+        return None, target, target.shape[0]
+    valid = target != ignore_index
+    safe = xp.where(valid, target, 0)
+    if safe.size and _unsigned(safe).max() >= classes:
+        high = int(safe.max())
+        raise IndexError(f"cross_entropy: a target is out of bounds for {classes} classes "
+                         f"(ignore_index={ignore_index}): index "
+                         f"{high if high >= classes else int(safe.min())} is out of bounds for "
+                         f"dimension 1 with size {classes}")
+    return valid, safe, int(xp.count_nonzero(valid))
+
+
+def _cross_entropy_kernel(xp, x, target, ignore_index, reduction):
+    logp = _log_softmax_kernel(xp, x, 1)
+    valid, safe, count = _targets(xp, target, ignore_index, x.shape[1])
+    picked = logp.reshape(-1)[_row_starts(xp, *x.shape) + safe]
+    if valid is not None:  # -0.0: an ignored row's loss is +0 once negated
+        picked = xp.where(valid, picked, -0.0)
+    if reduction == "none":
+        return xp.negative(picked, out=picked), logp
+    total = -picked.sum()
+    if reduction == "mean":  # no targets: nan, as PyTorch (without NumPy's 0/0 warning)
+        total = total / count if count else xp.nan
+    return xp.asarray(total, dtype=x.dtype), logp
+
+
+def _cross_entropy_backward_kernel(xp, g, logp, target, ignore_index, reduction):
+    grad = xp.exp(logp, out=xp.empty(logp.shape, logp.dtype))  # C-contiguous: a flat view
+    valid, safe, count = _targets(xp, target, ignore_index, logp.shape[1])
+    grad.reshape(-1)[_row_starts(xp, *logp.shape) + safe] -= 1
+    if reduction == "none":
+        scale = g[:, None]
+    else:  # no targets ('mean'): every row is zeroed below, and the gradient is 0, as PyTorch's
+        scale = g / max(count, 1) if reduction == "mean" else g
+    if valid is not None:
+        scale = scale * valid[:, None]
+    return xp.multiply(grad, scale, out=grad)
+
+
+def _check_cross_entropy(op: str, x: TensorType, target: TensorType, reduction: str) -> None:
+    if x.ndim != 2 or not x.dtype.is_floating_point or tuple(target.shape) != tuple(x.shape[:1]) \
+            or target.dtype.category != dt.INT:
+        raise ShapeError(f"{op}: expects floating (N, C) scores and integer (N,) class indices, "
+                         f"got {x} and {target}")
+    if reduction not in _REDUCTIONS:
+        raise ShapeError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _cross_entropy_infer(x, target, ignore_index, reduction):
+    _check_cross_entropy("cross_entropy", x, target, reduction)
+    loss_shape = x.shape[:1] if reduction == "none" else ()
+    return TensorType(loss_shape, x.dtype, x.device), TensorType(x.shape, x.dtype, x.device)
+
+
+def _cross_entropy_backward_infer(g, logp, target, ignore_index, reduction):
+    _check_cross_entropy("cross_entropy_backward", logp, target, reduction)
+    if tuple(g.shape) != (tuple(logp.shape[:1]) if reduction == "none" else ()):
+        raise ShapeError(f"cross_entropy_backward: the gradient {g} does not match the loss of "
+                         f"log-probabilities {logp} with reduction={reduction!r}")
+    return TensorType(logp.shape, logp.dtype, logp.device)
+
+
+def _cross_entropy_vjp(grads, outs, x, target, **attrs):
+    """d/dx of the loss via the fused backward, plus log_softmax's VJP for a gradient of the
+    log-probabilities (None when nothing read them: `sparse_grads`)."""
+    (g_loss, g_logp), logp = grads, outs[1]
+    gx = None if g_loss is None else cross_entropy_backward(g_loss, logp, target, **attrs)
+    if g_logp is not None:
+        g_soft = log_softmax_op.vjp(g_logp, logp, x, dim=1)[0]
+        gx = g_soft if gx is None else add(gx, g_soft)
+    return gx, None
+
+
+def _cross_entropy_backward_vjp(gg, out, g, logp, target, ignore_index, reduction):
+    """The backward op is (exp(logp) - onehot) * rowscale * g: linear in g, and its logp
+    derivative is the elementwise exp(logp) * rowscale * g."""
+    def wrt_g():
+        from ..creation import ones_like
+        unit = cross_entropy_backward(ones_like(g), logp, target, ignore_index=ignore_index,
+                                      reduction=reduction)
+        return sum_fn(mul(gg, unit), 1 if reduction == "none" else None)
+
+    def wrt_logp():
+        rows = ne(target, ignore_index).to(logp.dtype)
+        if reduction == "mean":
+            rows = rows / clamp_min(sum_fn(rows), 1.0)
+        return mul(mul(gg, exp(logp)), unsqueeze(mul(rows, g), 1))
+    return _grad_if(g, wrt_g), _grad_if(logp, wrt_logp), None
+
+
+def _lower_cross_entropy(ctx, node):
+    loss, logp = ctx.emit(
+        "SoftmaxCrossEntropyLoss", [ctx.input(node, 0), ctx.input_as(node, 1, dt.int64)],
+        outputs=[None, None if ctx.used(node, 1) else ""],
+        ignore_index=node.attrs["ignore_index"], reduction=node.attrs["reduction"])
+    return loss, logp or None
+
+
+cross_entropy_op = defop(
+    "cross_entropy", _cross_entropy_kernel, _cross_entropy_infer, _cross_entropy_vjp,
+    saves=(1,), saves_out=(1,), num_outputs=2, sparse_grads=True, onnx=_lower_cross_entropy,
+    doc="(loss, log_softmax(x, 1)) of class indices, ignored targets neither adding nor "
+        "counted: F.cross_entropy without weights or label smoothing.")
+cross_entropy_backward = defop(
+    "cross_entropy_backward", _cross_entropy_backward_kernel, _cross_entropy_backward_infer,
+    _cross_entropy_backward_vjp, onnx=not_exportable("a gradient op: training graphs only"),
+    doc="(exp(logp) - onehot(target)) * g per row ('mean': / count), ignored rows 0: "
+        "cross_entropy's VJP.")
+
+
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
     """log_softmax + nll_loss for class-index targets, or the soft form for class probabilities
@@ -125,6 +268,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     x, t, unbatched = _class_batch("cross_entropy", input, target)
     classes = x.shape[1]
     _check_class_weight("cross_entropy", weight, classes)
+    if x.ndim == 2 and weight is None and label_smoothing == 0.0 and x.dtype.is_floating_point:
+        try:
+            loss, _ = cross_entropy_op(x, t, ignore_index=int(ignore_index), reduction=reduction)
+        except OpError as exc:  # eager wraps the kernel's error; out-of-range targets stay one
+            if isinstance(exc.__cause__, IndexError):
+                raise IndexError(str(exc.__cause__)) from None
+            raise
+        return _unbatch(loss, unbatched, reduction)
     logp = log_softmax(x, 1)
     losses, w, valid = _picked_nll("cross_entropy", logp, t, weight, ignore_index)
     loss = _weighted_reduce(losses, w, reduction)

@@ -63,9 +63,14 @@ class OpDef:
         on zero-filled inputs, used only for ops whose rule is the kernel's own, e.g. einsum).
     vjp(grad, out, *inputs, **attrs) -> tuple of input gradients (Tensor or None), written with ops.
         Inputs not listed in `saves` reach the VJP as their `TensorType` (shape, dtype, device),
-        so the tape does not keep their arrays alive; `saves_out` passes the output likewise.
+        so the tape does not keep their arrays alive; `saves_out` passes the output likewise
+        (True; or a tuple of output positions, the others arriving as None: an output the VJP
+        does not read may then be changed in place before backward, e.g. `loss /= steps`).
         `saves` may also map an input to the inputs whose gradient reads it, e.g. mul's
         `{0: (1,), 1: (0,)}`: x is kept only when y needs a gradient.
+    A VJP of several outputs gets a tuple of their gradients; one that received none is a zero
+    tensor, or None with `sparse_grads` (the VJP then skips that output's term, e.g.
+    cross_entropy's log-probabilities, which a training step never differentiates).
     """
     name: str
     kernel: Callable
@@ -78,8 +83,9 @@ class OpDef:
     promote: bool = False          # cast tensor inputs to their common (PyTorch-promoted) dtype
     out_arg: bool = False          # the kernel accepts `out=` (memory planner and in-place forms)
     saves: tuple | dict | None = ALL_INPUTS
-    saves_out: bool = False
+    saves_out: bool | tuple = False
     num_outputs: int = 1
+    sparse_grads: bool = False     # the VJP takes None for an output that received no gradient
     onnx: Any = None               # ONNX op name, a lowering function, or `not_exportable(reason)`
     jvp: Callable | None = None    # forward-mode rule (tangent, out, *inputs, **attrs), written with ops
     doc: str = ""

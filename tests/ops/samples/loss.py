@@ -1,0 +1,60 @@
+"""cross_entropy and its backward op against the textbook formulas (float64 NumPy)."""
+import numpy as np
+
+from ..sample import Sample, ints, rnd
+from .normalization import ref_log_softmax
+
+
+def _counted(target, ignore_index):
+    """The rows that count, and the targets with ignored ones set to class 0."""
+    valid = target != ignore_index
+    return valid, np.where(valid, target, 0)
+
+
+def ref_cross_entropy(x, target, ignore_index, reduction):
+    logp = ref_log_softmax(x, 1)
+    valid, safe = _counted(target, ignore_index)
+    loss = np.where(valid, -logp[np.arange(len(target)), safe], 0.0)
+    if reduction == "none":
+        return loss, logp
+    return (loss.sum() if reduction == "sum" else loss.sum() / valid.sum()), logp
+
+
+def ref_cross_entropy_backward(g, logp, target, ignore_index, reduction):
+    valid, safe = _counted(target, ignore_index)
+    onehot = np.eye(logp.shape[1])[safe]
+    if reduction == "none":
+        scale = g[:, None]
+    else:
+        scale = g / max(valid.sum(), 1) if reduction == "mean" else g
+    return (np.exp(logp) - onehot) * valid[:, None] * scale
+
+
+def _attrs(reduction, ignore_index=-100):
+    return {"ignore_index": ignore_index, "reduction": reduction}
+
+
+_T = np.array([0, -100, 4, 2, -100])      # two rows ignored by the default ignore_index
+_IN_RANGE = np.array([1, 0, 1, 3])        # ignore_index=1: a class index that is ignored
+
+SAMPLES = {
+    "cross_entropy": [
+        Sample((rnd(6, 5), ints(6)), _attrs("mean"), ref_cross_entropy, label="mean"),
+        Sample((rnd(5, 5), _T), _attrs("mean"), ref_cross_entropy, label="mean-ignored"),
+        Sample((rnd(5, 5), _T), _attrs("sum"), ref_cross_entropy, label="sum-ignored"),
+        Sample((rnd(4, 4), _IN_RANGE), _attrs("none", 1), ref_cross_entropy,
+               label="none-ignore-a-class"),
+        Sample((rnd(3, 4, low=400.0, high=900.0), ints(3, high=4, dtype=np.int32)),
+               _attrs("sum"), ref_cross_entropy, label="large-values-int32"),
+        Sample((rnd(1, 1), np.array([0])), _attrs("mean"), ref_cross_entropy,
+               label="one-class"),
+    ],
+    "cross_entropy_backward": [
+        Sample((rnd(), ref_log_softmax(rnd(5, 5), 1), _T), _attrs("mean"),
+               ref_cross_entropy_backward, label="mean-ignored"),
+        Sample((rnd(), ref_log_softmax(rnd(6, 3), 1), ints(6, high=3)), _attrs("sum"),
+               ref_cross_entropy_backward, label="sum"),
+        Sample((rnd(4), ref_log_softmax(rnd(4, 4), 1), _IN_RANGE), _attrs("none", 1),
+               ref_cross_entropy_backward, label="none-ignore-a-class"),
+    ],
+}
