@@ -7,9 +7,10 @@ else calls its OpDef kernel with the attrs written inline: no dispatch and no `p
 """
 from __future__ import annotations
 
+from functools import partial
 
-from dualflow.ops.core import sum_to_plan
 from dualflow.ops.constants import zeros_view
+from dualflow.ops.core import sum_to_plan
 from dualflow.ops.sums import sum_plan
 
 from .elementwise_cpu import fill_template, kernel_call, template_for
@@ -58,7 +59,7 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
             alias = args.index(dest)
         body = node.attrs["body"]
         env[f"F{i}"] = (body.function(xp, alias) if node.op is FUSED_ELEMENTWISE else
-                        _fused_matmul(body, xp))
+                        _fused_matmul(body, xp, _two_dim(node)))
         return f"F{i}({', '.join(args)}{f', out={dest}' if dest else ''})", True
     tmpl = _template(node)
     plain = ";" not in tmpl[0] and tmpl[0].endswith(", out={o})") if tmpl else False
@@ -77,6 +78,9 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str
     lowered = _lowered(node, i, args, env) if xp.__name__ == "numpy" else None
     if lowered is not None:
         return lowered, False
+    if node.op.name == "matmul" and _two_dim(node):   # the kernel's own `dot`, called directly
+        env["_dot"] = xp.dot
+        return f"_dot({args[0]}, {args[1]}{f', out={dest}' if dest else ''})", True
     lower = _LOWER_CALLS.get(node.op.name)
     lowered = lower(node, i, args, env, xp) if lower is not None and dest is None else None
     if lowered is not None:
@@ -114,11 +118,16 @@ def _lower_permute(node, i, args, env, xp):
 _LOWER_CALLS = {"permute": _lower_permute}
 
 
-def _fused_matmul(body, xp):
+def _two_dim(node) -> bool:
+    """Both matmul operands are matrices: the matmul kernel is then `xp.dot` (linalg.py)."""
+    return all(len(v.type.shape) == 2 for v in node.inputs[:2])
+
+
+def _fused_matmul(body, xp, two_dim: bool):
     from dualflow.ops.linalg import matmul_op
-    mm, epilogue = matmul_op.kernel, body.function(xp, alias=0)
+    mm, epilogue = xp.dot if two_dim else partial(matmul_op.kernel, xp), body.function(xp, alias=0)
 
     def fused_matmul(a, b, *extra, out=None):
-        r = mm(xp, a, b, out=out)
+        r = mm(a, b, out=out)
         return epilogue(r, *extra, out=r)
     return fused_matmul
