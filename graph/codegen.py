@@ -9,6 +9,8 @@ place are copied into their tensors at the end; each line's comment names the no
 Small slots persist between calls (`persistent_slots`): allocating a small array costs about as
 much as a small kernel (0.2 µs), so a step of tiny matmuls spends microseconds in `empty`.
 They come in sets from a free list, so two threads (or a re-entrant call) never share a set.
+The size limit keeps them out of the memory that matters: they are resting memory, which a
+step's peak-memory measurement does not see.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from .ir import Graph
 from .memory import MemoryPlan, last_uses
 
 _counter = itertools.count()
-PERSISTENT_SLOT_BYTES = 256 * 1024   # slots up to this size are kept between calls
+PERSISTENT_SLOT_BYTES = 64 * 1024   # slots up to this size are kept between calls
 
 
 def persistent_slots(plan: MemoryPlan) -> list:

@@ -187,3 +187,12 @@ def test_row_max_over_a_short_axis_matches_numpy(shape):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     x[1, 2] = np.nan
     np.testing.assert_array_equal(normalization._max_along(np, x, 1), x.max(axis=1, keepdims=True))
+
+
+def test_dividing_in_float64_then_rounding_matches_float32_division():
+    """cross_entropy_backward's 'mean' scale relies on it (ops/loss.py)."""
+    rng = np.random.default_rng(5)
+    g = (rng.standard_normal(20000) * 10.0 ** rng.integers(-30, 30, 20000)).astype(np.float32)
+    count = rng.integers(1, 1 << 20, 20000)
+    via64 = (g.astype(np.float64) / count).astype(np.float32)
+    assert via64.tobytes() == (g / count.astype(np.float32)).tobytes()
