@@ -6,8 +6,9 @@ results go where the memory plan says (a reused slot, a dying input, a parameter
 every name is deleted after its last use so NumPy frees it; state updates that did not run in
 place are copied into their tensors at the end; each line's comment names the node's user source.
 
-Small slots persist between calls (`persistent_slots`): allocating a small array costs about as
-much as a small kernel (0.2 µs), so a step of tiny matmuls spends microseconds in `empty`.
+Small slots and fused kernels' small scratch buffers persist between calls (`persistent_slots`):
+allocating a small array costs about as much as a small kernel (0.2 µs), so a step of tiny
+matmuls spends microseconds in `empty`.
 They come in sets from a free list, so two threads (or a re-entrant call) never share a set.
 The size limit keeps them out of the memory that matters: they are resting memory, which a
 step's peak-memory measurement does not see.
@@ -62,12 +63,15 @@ of parameter tensors, read on every call."""
         lines.append(f"    {', '.join(f'v{v.id}' for v in graph.inputs)}, = I")
         lines.append("    I.clear()")
     kept = persistent_slots(plan)
-    if kept:
-        env["_free_sets"] = []
-        env["_new_set"] = lambda: [xp.empty(tuple(plan.slots[k].shape), plan.slots[k].dtype.np)
-                                   for k in kept]
-        lines.append("    B = _free_sets.pop() if _free_sets else _new_set()")
-        lines.append(f"    {', '.join(f'S{k}' for k in kept)}, = B")
+    held = [(f"S{k}", [(tuple(plan.slots[k].shape), plan.slots[k].dtype.np)], False)
+            for k in kept]   # (name, buffer types, is a tuple of scratch buffers)
+
+    def scratch_for(types) -> str | None:
+        if any(_nbytes(shape, dtype) > PERSISTENT_SLOT_BYTES for shape, dtype in types):
+            return None
+        held.append((f"W{len(held)}", list(types), True))
+        return held[-1][0]
+    header = len(lines)     # the persistent set is unpacked here (see the end)
     for k, v in enumerate(graph.params):
         lines.append(f"    v{v.id} = P[{k}]._data")
     names = {v.id: f"v{v.id}" for v in graph.inputs + graph.params}
@@ -84,7 +88,7 @@ of parameter tensors, read on every call."""
             lines.append(f"    S{k} = _empty({tuple(t.shape)!r}, D{k})")
         dest = _dest_name(plan.dest.get(i), names)
         args = [names[v.id] for v in n.inputs]
-        expr, is_array = emit.call(n, i, args, dest, env, xp)
+        expr, is_array = emit.call(n, i, args, dest, env, xp, scratch_for)
         if len(n.outputs) == 1 and not n.outputs[0].type.shape and not is_array:
             expr = f"_asarray({expr})"  # NumPy reductions return scalars; keep arrays
         outs = ", ".join(f"v{v.id}" for v in n.outputs) + ("," if len(n.outputs) > 1 else "")
@@ -97,7 +101,11 @@ of parameter tensors, read on every call."""
         if dead:
             lines.append(f"    del {', '.join(dead)}")
     lines += _state_writes(graph, plan, names, env)
-    if kept:
+    if held:
+        env["_free_sets"], env["_new_set"] = [], _set_factory(xp, held)
+        lines[header:header] = ["    B = _free_sets.pop() if _free_sets else _new_set()",
+                                f"    {', '.join(name for name, _, _ in held)}, = B"]
+        line_nodes = {line + 2: node for line, node in line_nodes.items()}
         lines.append("    _free_sets.append(B)")
     lines.append(f"    return [{', '.join(names[v.id] for v in graph.outputs)}]")
     source = "\n".join(lines) + "\n"
@@ -105,6 +113,25 @@ of parameter tensors, read on every call."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), env)  # noqa: S102 - our own generated code
     return source, env["run"], line_nodes, filename
+
+
+def _nbytes(shape: tuple, dtype) -> int:
+    n = np.dtype(dtype).itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
+def _set_factory(xp, held: list):
+    """Makes one set of the buffers a call keeps: a slot's array, or a fused kernel's tuple of
+    scratch arrays."""
+    def new_set() -> list:
+        made = []
+        for _, types, is_tuple in held:
+            arrays = tuple(xp.empty(shape, dtype) for shape, dtype in types)
+            made.append(arrays if is_tuple else arrays[0])
+        return made
+    return new_set
 
 
 def _dest_name(dest, names: dict) -> str | None:

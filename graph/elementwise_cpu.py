@@ -169,6 +169,8 @@ class _BodyCompiler:
         self.where: dict = {i: (f"c{i}" if self._blocked(t) else f"x{i}")
                             for i, t in enumerate(body.input_types)}
         self.body_lines: list = []
+        self.scratch_types: list = []   # (shape, dtype) of each scratch buffer (whole bodies)
+        self.scratch_lines: list = []
 
     def _ufunc_like(self, j: int) -> bool:
         """Whether step j is ufunc calls (which broadcast their arguments themselves)."""
@@ -212,7 +214,12 @@ class _BodyCompiler:
         name = f"b{self.scratch}"
         self.scratch += 1
         self.env[f"D_{name}"] = vtype.dtype.np
-        self.body_lines.append(f"{name} = _empty({self._shape(vtype)}, D_{name})")
+        line = f"{name} = _empty({self._shape(vtype)}, D_{name})"
+        if self.rows:
+            self.body_lines.append(line)
+        else:   # a whole-array body takes its scratch from the caller when given (`scratch=`)
+            self.scratch_types.append((tuple(vtype.shape), vtype.dtype.np))
+            self.scratch_lines.append(line)
         self.btype[name] = (tuple(vtype.shape), vtype.dtype)
         self.holder[name] = None
         return name
@@ -271,6 +278,7 @@ class _BodyCompiler:
         exec(compile(source, filename, "exec"), self.env)  # noqa: S102 - our generated code
         fn = self.env["fused"]
         fn.source = source
+        fn.scratch = tuple(self.scratch_types)
         return fn
 
     def _zero(self, j: int, vtype) -> str:
@@ -281,10 +289,15 @@ class _BodyCompiler:
     def _function(self, root_t) -> list:
         result = self.where[self.n + self.root]
         self.env["D_out"] = root_t.dtype.np
-        lines = [f"def fused({', '.join(f'x{i}' for i in range(self.n))}, out=None):"]
+        lines = [f"def fused({', '.join(f'x{i}' for i in range(self.n))}, out=None, "
+                 "scratch=None):"]
         if self.rows or (self.root_writes and self.alias is None):
             lines.append(f"    if out is None:\n        out = _empty({tuple(root_t.shape)!r}, "
                          f"D_out)")
+        if self.scratch_lines:
+            names = ", ".join(f"b{k}" for k in range(len(self.scratch_lines)))
+            lines += ["    if scratch is None:"] + [f"        {x}" for x in self.scratch_lines] + \
+                ["    else:", f"        {names}, = scratch"]
         ind = self.ind
         if self.rows:
             total = root_t.shape[0]

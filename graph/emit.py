@@ -51,16 +51,21 @@ def inplace_positions(node) -> set:
     return {p for p in positions if ids.count(ids[p]) == 1 or tmpl is not None}
 
 
-def call(node, i: int, args: list, dest: str | None, env: dict, xp) -> tuple[str, bool]:
-    """(expression, returns_array) for node i reading `args`, writing into `dest` if given."""
+def call(node, i: int, args: list, dest: str | None, env: dict, xp,
+         scratch_for=None) -> tuple[str, bool]:
+    """(expression, returns_array) for node i reading `args`, writing into `dest` if given.
+    `scratch_for(types)` may name buffers for a fused kernel's scratch (None: it allocates)."""
     if node.op in (FUSED_ELEMENTWISE, FUSED_MATMUL):
         alias = None
         if dest is not None and node.op is FUSED_ELEMENTWISE and dest in args:
             alias = args.index(dest)
         body = node.attrs["body"]
-        env[f"F{i}"] = (body.function(xp, alias) if node.op is FUSED_ELEMENTWISE else
-                        _fused_matmul(body, xp, _two_dim(node)))
-        return f"F{i}({', '.join(args)}{f', out={dest}' if dest else ''})", True
+        fn = env[f"F{i}"] = (body.function(xp, alias) if node.op is FUSED_ELEMENTWISE else
+                             _fused_matmul(body, xp, _two_dim(node)))
+        needs = getattr(fn, "scratch", ())
+        scratch = scratch_for(needs) if needs and scratch_for is not None else None
+        return (f"F{i}({', '.join(args)}{f', out={dest}' if dest else ''}"
+                f"{f', scratch={scratch}' if scratch else ''})"), True
     tmpl = _template(node)
     plain = ";" not in tmpl[0] and tmpl[0].endswith(", out={o})") if tmpl else False
     if tmpl is not None and (dest is not None or plain):
@@ -127,7 +132,10 @@ def _fused_matmul(body, xp, two_dim: bool):
     from dualflow.ops.linalg import matmul_op
     mm, epilogue = xp.dot if two_dim else partial(matmul_op.kernel, xp), body.function(xp, alias=0)
 
-    def fused_matmul(a, b, *extra, out=None):
+    def fused_matmul(a, b, *extra, out=None, scratch=None):
         r = mm(a, b, out=out)
-        return epilogue(r, *extra, out=r)
+        if scratch is None:
+            return epilogue(r, *extra, out=r)
+        return epilogue(r, *extra, out=r, scratch=scratch)
+    fused_matmul.scratch = getattr(epilogue, "scratch", ())
     return fused_matmul

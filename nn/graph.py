@@ -106,9 +106,11 @@ class _TrainEntry:
         for b in self.lr_bindings:
             b.refresh()
         res = self.exe([a._data for a in args if isinstance(a, Tensor)])
-        for p, arr in zip(self.grad_params, res[self.n_out:]):
-            p.grad = Tensor._wrap(arr) if p.grad is None else Tensor._wrap(p.grad._data + arr)
-        return unflatten(self.tree, [Tensor._wrap(o) for o in res[:self.n_out]])
+        if self.grad_params:
+            for p, arr in zip(self.grad_params, res[self.n_out:]):
+                p.grad = Tensor._wrap(arr) if p.grad is None else Tensor._wrap(p.grad._data + arr)
+            res = res[:self.n_out]
+        return unflatten(self.tree, [Tensor._wrap(o) for o in res])
 
 
 class Graph:
@@ -220,7 +222,8 @@ class Graph:
         self._arities_checked.add(len(args))
 
     def __call__(self, *args):
-        self._check_arity(args)
+        if len(args) not in self._arities_checked:
+            self._check_arity(args)
         if self._optimizers and not self._warmed:
             self._warmed = True
             with mode(EAGER):
@@ -235,7 +238,8 @@ class Graph:
             if entry is None:
                 entry = self._compile(args)
                 self._cache.put(key, entry)
-            self._last = entry
+            if entry is not self._last:   # (our __setattr__ costs a Python call)
+                self._last = entry
             out = entry.run(args)
         for _, sch in self._optimizers:
             if sch is not None:

@@ -75,6 +75,21 @@ def test_small_slots_persist_between_calls_and_results_stay_fresh():
         np.testing.assert_allclose(a, want.numpy(), rtol=1e-5)
 
 
+def test_fused_kernels_take_their_scratch_from_the_persistent_set():
+    a, b, c, d = (flow.randn(16, 8) for _ in range(4))
+    fn = lambda a, b, c, d: a * b + c * d     # noqa: E731  (two live intermediates)
+    exe, _ = _compile(fn, a, b, c, d)
+    line = next(x for x in exe.code.splitlines() if "fused_elementwise" in x)
+    assert "scratch=W" in line
+    body = exe._fn.__globals__[line.split("= ")[1].split("(")[0]]
+    assert body.scratch and all(shape == (16, 8) for shape, _ in body.scratch)
+    arrays = [t._data for t in (a, b, c, d)]
+    want = fn(a, b, c, d).numpy()
+    for _ in range(2):
+        np.testing.assert_array_equal(exe(list(arrays))[0], want)
+    np.testing.assert_array_equal(body(*arrays), want)   # without scratch it allocates its own
+
+
 def test_a_reentrant_call_gets_its_own_slot_set():
     from dualflow.graph import codegen
     x, w = flow.randn(8, 16), flow.randn(16, 16)
