@@ -115,8 +115,10 @@ def _lowered(node, i: int, args: list, env: dict) -> str | None:
 
 
 def _lower_permute(node, i, args, env, xp):
-    """The permute kernel's own `transpose` call, without the kernel's call around it."""
-    return f"{args[0]}.transpose({tuple(node.attrs['dims'])!r})"
+    """The permute kernel's own `transpose` call, without the kernel's call around it (`.T`,
+    the same view, for a matrix: a Linear layer's weight, twice as fast as the call)."""
+    dims = tuple(node.attrs["dims"])
+    return f"{args[0]}.T" if dims == (1, 0) else f"{args[0]}.transpose({dims!r})"
 
 
 # op name -> lowering to an inline expression (None: call the kernel)
