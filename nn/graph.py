@@ -25,7 +25,12 @@ from .module import Module
 
 
 class GraphConfig:
-    """Per-graph compile options (OneFlow's `graph.config`); set them before the first call."""
+    """Per-graph compile options (OneFlow's `graph.config`). Every change bumps `version`, which
+    is part of the compiled-graph cache key: the next call compiles with the new options."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "version", self.__dict__.get("version", 0) + 1)
 
     def __init__(self):
         self.gradient_accumulation_steps = 1
@@ -45,19 +50,18 @@ class GraphConfig:
         from dualflow.graph.passes import known_names
         if name not in known_names():
             raise ValueError(f"unknown graph pass {name!r}; the passes are {known_names()}")
-        self.disabled_passes.add(name)
+        self.disabled_passes = self.disabled_passes | {name}
 
     def enable_pass(self, name: str) -> None:
-        self.disabled_passes.discard(name)
+        self.disabled_passes = self.disabled_passes - {name}
 
     def activation_checkpointing(self, module, enabled: bool = True) -> None:
         """Recompute `module`'s forward in the backward instead of keeping its activations."""
         if not isinstance(module, Module):
             raise TypeError(f"activation_checkpointing expects an nn.Module, got "
                             f"{type(module).__name__}")
-        self._checkpointed = [m for m in self._checkpointed if m is not module]
-        if enabled:
-            self._checkpointed.append(module)
+        self._checkpointed = [m for m in self._checkpointed if m is not module] + (
+            [module] if enabled else [])
 
     def checkpoint_scopes(self, module_names: dict) -> tuple:
         """The qualified names of the checkpointed modules (those that are part of the graph)."""
@@ -233,7 +237,7 @@ class Graph:
             if self._all_modules is None:  # the module tree is fixed once a graph is called
                 self._all_modules = [m for root in self._modules.values() for m in root.modules()]
             training = tuple([m.training for m in self._all_modules])
-            key = signature(args, (training, self.config.gradient_accumulation_steps))
+            key = signature(args, (training, self.config.version))
             entry = self._cache.get(key)
             if entry is None:
                 entry = self._compile(args)

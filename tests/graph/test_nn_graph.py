@@ -248,3 +248,17 @@ def test_each_pass_can_be_switched_off(name):
         flow.manual_seed(3)
         return [step(x, y).item() for _ in range(4)]
     np.testing.assert_allclose(losses(name), losses(None), rtol=1e-5, atol=1e-6)
+
+
+def test_changing_the_config_after_a_call_compiles_again():
+    g = Infer(_mlp())
+    x = flow.randn(2, 4)
+    first = g(x).numpy()
+    assert "fused_matmul" in g.code
+    g.config.disable_pass("fuse_matmul")
+    np.testing.assert_allclose(g(x).numpy(), first, rtol=1e-6)
+    assert "fused_matmul" not in g.code and g._cache.info()["traces"] == 2
+    g.config.enable_pass("fuse_matmul")
+    g(x)
+    assert "fused_matmul" in g.code
+    assert g._cache.info()["traces"] == 3    # every change is a new version, compiled anew
