@@ -62,7 +62,11 @@ def _lower_one_hot(ctx, node):
 # ---- gather / scatter --------------------------------------------------------------------------
 def _along(xp, index, dim: int) -> tuple:
     """The NumPy key that addresses, for every position of `index`, x's element `index` along
-    `dim` and the position itself along the other dims."""
+    `dim` and the position itself along the other dims. A negative index is an error, as in
+    PyTorch (NumPy would count it from the end)."""
+    if index.size and index.min() < 0:
+        raise IndexError(f"index {int(index.min())} is out of bounds for dimension {dim}: "
+                         "indices must not be negative")
     ranges = _position_ranges(xp, index.shape, dim)
     return tuple(index if d == dim else r for d, r in enumerate(ranges))
 
@@ -140,7 +144,7 @@ def _gather_args(op: str, x: Tensor, dim: int, index: Tensor, other=None) -> int
             src = "" if other is None else f" or the source {tuple(other.shape)}"
             raise ShapeError(f"{op}: index {tuple(index.shape)} is larger than the input "
                              f"{tuple(x.shape)}{src} at dimension {d}")
-    _check_range(index, x.shape[dim] if x.ndim else 1, dim)
+    _check_range(index, x.shape[dim] if x.ndim else 1, dim, negative=False)  # as PyTorch
     return dim
 
 

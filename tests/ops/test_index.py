@@ -243,6 +243,11 @@ def test_scatter_add_in_place_under_autograd_on_a_non_leaf():
 
 @pytest.mark.parametrize("call,error,message", [
     (lambda x: flow.gather(x, 0, flow.tensor([[3]])), IndexError, "index 3 is out of bounds"),
+    (lambda x: flow.gather(x, 1, flow.tensor([[-1]])), IndexError, "index -1 is out of bounds"),
+    (lambda x: flow.scatter(x, 1, flow.tensor([[-1]]), value=1.0), IndexError,
+     "index -1 is out of bounds"),
+    (lambda x: flow.nn.functional.nll_loss(x[:2], flow.tensor([0, -1])), IndexError,
+     "target is out of bounds"),
     (lambda x: flow.gather(x, 2, flow.tensor([[0]])), IndexError, "dim 2 is out of range"),
     (lambda x: flow.gather(x, 0, flow.tensor([0])), ShapeError, "as many dimensions"),
     (lambda x: flow.gather(x, 0, flow.tensor([[0.0]])), TypeError, "integer tensor"),
