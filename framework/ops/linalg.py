@@ -52,6 +52,12 @@ def _matmul_vjp(g, out, a, b):
     if b.ndim == 1:  # (..., m, k) @ (k) -> (..., m)
         return (_grad_if(a, lambda: mul(reshape(g, g.shape + (1,)), b)),
                 _grad_if(b, lambda: matmul_op(reshape(g, g.shape[:-1] + (1, g.shape[-1])), a)))
+    if a.ndim == 2 and b.ndim == 2:
+        # b's gradient as (g.T @ a).T: for a Linear layer (b = W.T) the transposes cancel, so W's
+        # gradient is g.T @ a, contiguous, computed alike in eager mode and in compiled graphs
+        # (whose `simplify` would otherwise rewrite (a.T @ g).T to that and round differently)
+        return (_grad_if(a, lambda: matmul_op(g, _mT(b))),
+                _grad_if(b, lambda: _mT(matmul_op(_mT(g), a))))
     return _grad_if(a, lambda: matmul_op(g, _mT(b))), _grad_if(b, lambda: matmul_op(_mT(a), g))
 
 

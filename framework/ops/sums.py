@@ -47,8 +47,9 @@ def sum_plan(shape: tuple, dtype, axes: tuple | None, keepdims: bool):
     flat_in, flat_out = mat != tuple(shape), natural != out
 
     def product(x):
-        if not x.flags.c_contiguous:
-            return plain(x)
+        # a strided x is copied first: BLAS sums a transposed matrix in another order, and the
+        # same values must sum to the same bits whatever their layout (eager vs compiled)
+        x = np.ascontiguousarray(x)
         m = x.reshape(mat) if flat_in else x
         r = np.dot(ones, m) if lead else np.dot(m, ones)
         return r.reshape(out) if flat_out else r

@@ -194,7 +194,8 @@ def simplify(graph: Graph) -> Graph:
         if new is None:
             rw.nodes.append(n)
         elif new is not n.outputs[0]:
-            replace[n.outputs[0].id] = new
+            replace[n.outputs[0].id] = new   # its readers now read `new` (rules count them)
+            rw.readers[new.id] = rw.readers.get(new.id, 0) + rw.readers.get(n.outputs[0].id, 0)
     graph.nodes = rw.nodes
     remap_outputs(graph, replace)
     return graph
