@@ -96,6 +96,14 @@ def _permute(rw, n):
         return x
     if src is not None and src.op.name == "permute":
         return rw.permute(x, dims, n)
+    return _transposed_product(rw, n)
+
+
+def _transposed_product(rw, n):
+    """(a @ b).T -> b.T @ a.T for matrices: a contiguous result whose operand transposes may
+    cancel. It makes a new node, so it may replace a graph output too (a weight gradient)."""
+    x, dims = n.inputs[0], tuple(n.attrs["dims"])
+    src = rw.producer(x)
     if src is not None and src.op.name == "matmul" and dims == (1, 0) and \
             len(src.inputs[0].type.shape) == 2 and len(src.inputs[1].type.shape) == 2 and \
             rw.readers.get(x.id) == 1 and x.id not in rw.seen:
@@ -180,6 +188,9 @@ RULES = {
     "mul": _identity_operand(1, (0, 1)), "div": _identity_operand(1, (1,)),
     "add": _identity_operand(0, (0, 1)), "sub": _identity_operand(0, (1,)),
 }
+# rules for a node whose value leaves the graph: their result is always a new node, so an output
+# never becomes an alias of another value
+OUTPUT_RULES = {"permute": _transposed_product}
 
 
 def simplify(graph: Graph) -> Graph:
@@ -187,10 +198,10 @@ def simplify(graph: Graph) -> Graph:
     replace: dict = {}
     for n in graph.nodes:
         rewire(n, replace)
-        rule = RULES.get(n.op.name)
         new = None
-        if rule is not None and len(n.outputs) == 1 and n.outputs[0].id not in rw.seen:
-            new = rule(rw, n)
+        if len(n.outputs) == 1:
+            rule = (OUTPUT_RULES if n.outputs[0].id in rw.seen else RULES).get(n.op.name)
+            new = rule(rw, n) if rule is not None else None
         if new is None:
             rw.nodes.append(n)
         elif new is not n.outputs[0]:
