@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import math
 
 import numpy as np
 
 from . import emit
 from .ir import Graph
-from .memory import MemoryPlan, last_uses
+from .memory import MemoryPlan, last_uses, nbytes
 
 _counter = itertools.count()
 PERSISTENT_SLOT_BYTES = 64 * 1024   # slots up to this size are kept between calls
@@ -33,7 +34,7 @@ def persistent_slots(plan: MemoryPlan) -> list:
     dropped is the storage of something the call returns, a view of an output)."""
     freed = {k for ks in plan.slot_free.values() for k in ks}
     return [k for k, t in enumerate(plan.slots)
-            if k in freed and t.numel() * t.dtype.itemsize <= PERSISTENT_SLOT_BYTES]
+            if k in freed and nbytes(t) <= PERSISTENT_SLOT_BYTES]
 
 
 def frees_after(graph: Graph, plan: MemoryPlan) -> dict:
@@ -67,7 +68,8 @@ of parameter tensors, read on every call."""
             for k in kept]   # (name, buffer types, is a tuple of scratch buffers)
 
     def scratch_for(types) -> str | None:
-        if any(_nbytes(shape, dtype) > PERSISTENT_SLOT_BYTES for shape, dtype in types):
+        if any(math.prod(shape) * np.dtype(dtype).itemsize > PERSISTENT_SLOT_BYTES
+               for shape, dtype in types):
             return None
         held.append((f"W{len(held)}", list(types), True))
         return held[-1][0]
@@ -113,13 +115,6 @@ of parameter tensors, read on every call."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), env)  # noqa: S102 - our own generated code
     return source, env["run"], line_nodes, filename
-
-
-def _nbytes(shape: tuple, dtype) -> int:
-    n = np.dtype(dtype).itemsize
-    for d in shape:
-        n *= d
-    return n
 
 
 def _set_factory(xp, held: list):
