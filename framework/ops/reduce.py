@@ -16,10 +16,10 @@ from collections import namedtuple
 from .. import dtype as dt
 from . import rules
 from .core import broadcast_to
-from .sums import float_sum
 from .join import flip_op
 from .opdef import TensorType, defop, not_exportable
 from .shape import dim_index, dim_list, inverse_permutation, permute, reshape, unsqueeze
+from .sums import float_sum
 
 
 # ---- attributes and shapes -----------------------------------------------------------------------
