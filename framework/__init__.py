@@ -29,8 +29,10 @@ from .serialization import load, save  # noqa: E402
 from . import optim, utils  # noqa: E402
 from dualflow import nn, graph  # noqa: E402
 from dualflow.graph.module_call import module_call as _module_call  # noqa: E402
+from dualflow.graph.optim_step import optimizer_step as _optimizer_step  # noqa: E402
 
 nn.module._graph_call = _module_call  # a top-level Module call in GRAPH mode compiles
+optim.optimizer._graph_step = _optimizer_step  # so does an optimizer step
 
 
 def __getattr__(name: str):

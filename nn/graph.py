@@ -14,9 +14,10 @@ import inspect
 from collections import OrderedDict
 
 import dualflow as flow
-from dualflow.graph import Trace, TraceError, TracedTensor, compile_graph, signature
+from dualflow.graph import Trace, TracedTensor, compile_graph, signature
 from dualflow.graph.trace import scope_names
 from dualflow.graph.cache import GraphCache
+from dualflow.graph.optim_step import LrBinding, check_state_in_place
 from dualflow.graph.pytree import flatten, unflatten
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
@@ -79,26 +80,6 @@ class GraphConfig:
         if grad_scaler is None:
             grad_scaler = GradScaler() if self.amp_dtype.name == "float16" else False
         self.grad_scaler = grad_scaler or None
-
-
-class _LrBinding:
-    """A group's learning rate as a graph input: schedulers keep working in compiled graphs."""
-
-    def __init__(self, group: dict):
-        self.group = group
-        self.saved = group["lr"]
-        self.tensor = flow.tensor(float(group["lr"]), dtype=flow.float64)
-        self._written = float(group["lr"])
-
-    def refresh(self) -> None:
-        """Write the group's lr into the tensor, only when it changed (schedulers)."""
-        lr = float(self.group["lr"])
-        if lr != self._written:
-            self.tensor._data[...] = self._written = lr
-
-    def refresh_group(self) -> None:
-        """Put the Python float back after tracing (schedulers own `group['lr']`)."""
-        self.group["lr"] = self.saved
 
 
 class _TrainEntry:
@@ -237,7 +218,8 @@ class Graph:
             if self._all_modules is None:  # the module tree is fixed once a graph is called
                 self._all_modules = [m for root in self._modules.values() for m in root.modules()]
             training = tuple([m.training for m in self._all_modules])
-            key = signature(args, (training, self.config.version))
+            versions = tuple([opt._version for opt, _ in self._optimizers])
+            key = signature(args, (training, self.config.version, versions))
             entry = self._cache.get(key)
             if entry is None:
                 entry = self._compile(args)
@@ -317,7 +299,8 @@ class Graph:
                 leaves, tree = flatten(out, f"{type(self).__name__}.build() output")
                 grad_params = [p for p in params if isinstance(p.grad, TracedTensor)]
                 values = [trace.tracer.value_of(t) for t in leaves + [p.grad for p in grad_params]]
-            self._check_optimizer_state()
+            for opt, _ in self._optimizers:
+                check_state_in_place(opt)
         finally:
             for b in bindings:
                 b.refresh_group()
@@ -337,24 +320,14 @@ class Graph:
         out = []
         for oi, (opt, _) in enumerate(self._optimizers):
             for gi, group in enumerate(opt.param_groups):
-                key = (id(opt), gi)
+                key = id(group)   # a loaded state_dict brings new group dicts
                 if key not in self._lr_bindings:
-                    self._lr_bindings[key] = _LrBinding(group)
+                    self._lr_bindings[key] = LrBinding(group)
                 b = self._lr_bindings[key]
                 b.saved = group["lr"]
                 names[id(b.tensor)] = f"optimizer{oi}.group{gi}.lr"
                 out.append(b)
         return out
-
-    def _check_optimizer_state(self) -> None:
-        for opt, _ in self._optimizers:
-            for state in opt.state.values():
-                for k, v in state.items():
-                    if isinstance(v, TracedTensor):
-                        raise TraceError(
-                            f"{type(opt).__name__} replaced its state '{k}' with a new tensor "
-                            "while being traced; graph-mode optimizers must update state in "
-                            "place (e.g. buf.mul_(m).add_(g))")
 
 
 def _detach_tree(out):

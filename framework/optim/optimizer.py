@@ -14,6 +14,8 @@ from typing import Any, Callable
 from .. import dtype as dt
 from ..creation import zeros
 from dualflow.eager.grad_mode import enable_grad, no_grad
+from dualflow.mode import GRAPH as _GRAPH
+from dualflow.mode import _mode as _current_mode
 from ..tensor import Tensor
 
 
@@ -27,8 +29,12 @@ class _Required:
 required = _Required()
 
 
+_graph_step = None   # installed by the graph front end: _graph_step(optimizer)
+
+
 class Optimizer:
     def __init__(self, params, defaults: dict):
+        self._version = 0   # bumped when groups or state are replaced: compiled steps retrace
         self.defaults = dict(defaults)
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict] = []
@@ -74,6 +80,7 @@ class Optimizer:
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
+        self._version += 1
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
@@ -89,11 +96,18 @@ class Optimizer:
 
     # ---- the update ------------------------------------------------------------------------------
     def step(self, closure: Callable[[], Any] | None = None):
-        """One update of every parameter that has a gradient; returns `closure()` if given."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        """One update of every parameter that has a gradient; returns `closure()` if given.
+        Under `set_mode(GRAPH)` (and without a closure) the update runs as a compiled graph."""
+        if closure is None:
+            if _graph_step is not None and _current_mode[0] == _GRAPH:
+                return _graph_step(self)
+            return self._step_all()
+        with enable_grad():
+            loss = closure()
+        self._step_all()
+        return loss
+
+    def _step_all(self) -> None:
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
@@ -101,7 +115,6 @@ class Optimizer:
                         continue
                     grad = -p.grad if group.get("maximize", False) else p.grad
                     self._update(p, grad, self.state[p], group)
-        return loss
 
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict) -> None:
         raise NotImplementedError
@@ -147,6 +160,7 @@ class Optimizer:
             new_groups.append(restored)
         self.state = state
         self.param_groups = new_groups
+        self._version += 1
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
