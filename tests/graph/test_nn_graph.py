@@ -262,3 +262,32 @@ def test_changing_the_config_after_a_call_compiles_again():
     g(x)
     assert "fused_matmul" in g.code
     assert g._cache.info()["traces"] == 3    # every change is a new version, compiled anew
+
+
+def test_loading_an_optimizer_state_after_compiling_rebinds_the_graph():
+    """The compiled step must update the loaded state tensors and read the loaded lr."""
+    def setup():
+        flow.manual_seed(0)
+        model = _mlp()
+        return model, flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = flow.randn(6, 4), flow.tensor([0, 1, 2, 0, 1, 2])
+    model, opt = setup()
+    step = Train(model, opt)
+    ref_model, ref_opt = setup()
+
+    def eager_step():
+        ref_opt.zero_grad()
+        nn.functional.cross_entropy(ref_model(x), y).backward()
+        ref_opt.step()
+    for _ in range(3):
+        step(x, y)
+        eager_step()
+    saved = ref_opt.state_dict()
+    saved["param_groups"][0]["lr"] = 0.05
+    opt.load_state_dict(saved)
+    ref_opt.load_state_dict(saved)
+    for _ in range(3):
+        step(x, y)
+        eager_step()
+    for (k, a), b in zip(model.state_dict().items(), ref_model.state_dict().values()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)
