@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..creation import full_like
-from .optimizer import Optimizer, check_non_negative, step_counter, with_weight_decay
+from .optimizer import (Optimizer, check_non_negative, lr_like, step_counter,
+                        with_weight_decay)
 
 
 class Adagrad(Optimizer):
@@ -22,6 +23,6 @@ class Adagrad(Optimizer):
             state["sum"] = full_like(p, group["initial_accumulator_value"])
         step = state["step"].add_(1)
         grad = with_weight_decay(grad, p, group["weight_decay"])
-        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        clr = lr_like(group["lr"], step) / (1 + (step - 1) * group["lr_decay"])
         std = state["sum"].addcmul_(grad, grad).sqrt() + group["eps"]
         p.sub_(grad / std * clr)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..creation import zeros_like
 from ..ops.compare import maximum
-from .optimizer import Optimizer, check_non_negative, step_counter, with_weight_decay
+from .optimizer import (Optimizer, check_non_negative, lr_like, step_counter,
+                        with_weight_decay)
 
 
 class Adam(Optimizer):
@@ -42,7 +43,7 @@ class Adam(Optimizer):
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         if group["amsgrad"]:
             exp_avg_sq = state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
-        step_size = lr / (1 - beta1 ** step)
+        step_size = lr_like(lr, step) / (1 - beta1 ** step)
         denom = exp_avg_sq.sqrt() / (1 - beta2 ** step).sqrt() + group["eps"]
         p.sub_(exp_avg / denom * step_size)
 

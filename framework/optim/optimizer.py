@@ -192,6 +192,13 @@ def step_counter(p: Tensor) -> Tensor:
     return zeros((), dtype=dt.float64 if p.dtype is dt.float64 else dt.float32, device=p.device)
 
 
+def lr_like(lr, t: Tensor):
+    """The learning rate for arithmetic with the 0-d tensor `t`: a Python float takes t's dtype
+    there, so a tensor lr (a compiled step's float64 input) is cast to it, giving the same bits
+    as eager mode."""
+    return lr.to(t.dtype) if isinstance(lr, Tensor) and lr.dtype is not t.dtype else lr
+
+
 def check_non_negative(**values) -> None:
     """PyTorch's argument checks (`Invalid learning rate: -1`); tensor learning rates pass."""
     for name, value in values.items():
