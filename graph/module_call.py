@@ -10,6 +10,7 @@ from __future__ import annotations
 import weakref
 
 from dualflow.eager import engine
+from dualflow.nn.module import tree_version
 from dualflow.ops import dispatch
 from dualflow.tensor import Tensor
 
@@ -23,6 +24,7 @@ from .trace import Trace, scope_names, signature
 from .tracer import tracing
 
 _caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_trees: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # module -> its walk
 _checkpointed: "weakref.WeakSet" = weakref.WeakSet()
 
 
@@ -70,20 +72,34 @@ def module_call(module, args: tuple, kwargs: dict):
         args = tuple(args) + tuple(kwargs[k] for k in keys)
     else:
         keys = ()
-    params = [p for p in module.parameters() if p.requires_grad]
+    modules, all_params, structure = module_tree(module)
+    params = [p for p in all_params if p.requires_grad]
     needs_grad = dispatch.state.grad_enabled and (
         bool(params) or any(isinstance(a, Tensor) and a.requires_grad for a in args))
-    training = tuple(m.training for m in module.modules())
+    training = tuple([m.training for m in modules])
     scopes = _checkpoint_scopes(module) if needs_grad else ()
-    key = signature(args, (training, needs_grad, keys, scopes))
+    key = signature(args, (training, needs_grad, keys, scopes, structure))
     cache = _caches.get(module)
     if cache is None:
         cache = _caches[module] = GraphCache(type(module).__name__)
     entry = cache.get(key)
     if entry is None:
         entry = _compile(module, args, keys, needs_grad, params, scopes)
+        entry.modules = modules   # alive with the entry: their ids in `structure` stay theirs
         cache.put(key, entry)
     return entry.run(args)
+
+
+def module_tree(module) -> tuple:
+    """(the modules, the parameters, their identities) of `module`'s tree, walked again only after
+    some module's tables changed (`nn.module.tree_version`): a walk costs ~8 µs for a five-layer
+    MLP, on every call. The identities are part of the cache key: a replaced layer compiles anew."""
+    walked = _trees.get(module)
+    if walked is None or walked[0] != tree_version[0]:
+        modules, params = list(module.modules()), list(module.parameters())
+        walked = _trees[module] = (tree_version[0], modules, params,
+                                   tuple(map(id, modules)) + tuple(map(id, params)))
+    return walked[1:]
 
 
 def cache_info(module) -> dict:

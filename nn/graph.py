@@ -17,6 +17,7 @@ import dualflow as flow
 from dualflow.graph import Trace, TracedTensor, compile_graph, signature
 from dualflow.graph.trace import scope_names
 from dualflow.graph.cache import GraphCache
+from dualflow.graph.module_call import module_tree
 from dualflow.graph.optim_step import LrBinding, check_state_in_place
 from dualflow.graph.pytree import flatten, unflatten
 from dualflow.mode import EAGER, mode
@@ -111,7 +112,6 @@ class Graph:
         self._warmed = False
         self._lr_bindings: dict = {}
         self._arities_checked: set = set()
-        self._all_modules = None
 
     def __setattr__(self, name, value):
         if isinstance(value, Module):
@@ -215,14 +215,15 @@ class Graph:
                 out = self._step(args)
             out = _detach_tree(out)
         else:
-            if self._all_modules is None:  # the module tree is fixed once a graph is called
-                self._all_modules = [m for root in self._modules.values() for m in root.modules()]
-            training = tuple([m.training for m in self._all_modules])
+            trees = [module_tree(root) for root in self._modules.values()]
+            training = tuple([m.training for t in trees for m in t[0]])
             versions = tuple([opt._version for opt, _ in self._optimizers])
-            key = signature(args, (training, self.config.version, versions))
+            key = signature(args, (training, self.config.version, versions,
+                                   tuple([t[2] for t in trees])))
             entry = self._cache.get(key)
             if entry is None:
                 entry = self._compile(args)
+                entry.modules = trees   # alive with the entry: the ids in the key stay theirs
                 self._cache.put(key, entry)
             if entry is not self._last:   # (our __setattr__ costs a Python call)
                 self._last = entry

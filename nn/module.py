@@ -23,6 +23,40 @@ from dualflow.tensor import Tensor
 from .parameter import Parameter
 
 _graph_call = None   # installed by the graph front end: _graph_call(module, args, kwargs)
+tree_version = [0]   # bumped by every change to any module's parameter/buffer/child tables
+
+
+class _Members(OrderedDict):
+    """A module's table of parameters, buffers or children. Every change bumps `tree_version`,
+    so a walk of a module tree (GRAPH-mode calls do one per call) can be cached and trusted."""
+
+    def __setitem__(self, key, value):
+        tree_version[0] += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        tree_version[0] += 1
+        super().__delitem__(key)
+
+    def pop(self, *args):
+        tree_version[0] += 1
+        return super().pop(*args)
+
+    def popitem(self, last: bool = True):
+        tree_version[0] += 1
+        return super().popitem(last)
+
+    def clear(self):
+        tree_version[0] += 1
+        super().clear()
+
+    def setdefault(self, key, default=None):
+        tree_version[0] += 1
+        return super().setdefault(key, default)
+
+    def move_to_end(self, key, last: bool = True):
+        tree_version[0] += 1
+        super().move_to_end(key, last)
 
 
 class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -85,9 +119,9 @@ class Module:
         if args or kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments "
                             f"{args or ''}{kwargs or ''}")
-        for name, value in (("training", True), ("_parameters", OrderedDict()),
-                            ("_buffers", OrderedDict()), ("_non_persistent_buffers_set", set()),
-                            ("_modules", OrderedDict()), ("_forward_pre_hooks", OrderedDict()),
+        for name, value in (("training", True), ("_parameters", _Members()),
+                            ("_buffers", _Members()), ("_non_persistent_buffers_set", set()),
+                            ("_modules", _Members()), ("_forward_pre_hooks", OrderedDict()),
                             ("_forward_hooks", OrderedDict())):
             object.__setattr__(self, name, value)
 

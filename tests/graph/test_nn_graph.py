@@ -291,3 +291,14 @@ def test_loading_an_optimizer_state_after_compiling_rebinds_the_graph():
         eager_step()
     for (k, a), b in zip(model.state_dict().items(), ref_model.state_dict().values()):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)
+
+
+def test_replacing_a_layer_after_a_call_compiles_again():
+    model = _mlp()
+    g = Infer(model)
+    x = flow.randn(2, 4)
+    g(x)
+    model[1] = nn.Tanh()
+    with flow.no_grad():
+        np.testing.assert_allclose(g(x).numpy(), model(x).numpy(), rtol=1e-6)
+    assert g._cache.info()["traces"] == 2
