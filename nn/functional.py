@@ -14,6 +14,7 @@ from dualflow.ops.compare import clamp_min_fn, ge, where
 from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
 from dualflow.ops.dropout import dropout, dropout1d, dropout2d, dropout3d
 from dualflow.ops.gather import embedding, one_hot
+from dualflow.ops.instance_norm import instance_norm
 from dualflow.ops.join import pad
 from dualflow.ops.linalg import einsum, linear
 from dualflow.ops.loss import (binary_cross_entropy, binary_cross_entropy_with_logits,
@@ -21,9 +22,11 @@ from dualflow.ops.loss import (binary_cross_entropy, binary_cross_entropy_with_l
                                smooth_l1_loss)
 from dualflow.ops.normalization import (batch_norm, group_norm, layer_norm,
                                         log_softmax, softmax)
-from dualflow.ops.pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,
-                               avg_pool2d, max_pool1d, max_pool2d)
+from dualflow.ops.pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,
+                               adaptive_max_pool2d, avg_pool1d, avg_pool2d, max_pool1d,
+                               max_pool2d)
 from dualflow.ops.reduce import sum_fn
+from dualflow.ops.resize import interpolate
 from dualflow.ops.shape import chunk, reshape
 from dualflow.ops.stats import vector_norm
 from dualflow.ops.unary import tanh
@@ -80,7 +83,8 @@ __all__ = [
     # layers
     "linear", "bilinear", "embedding", "one_hot", "pad", "conv1d", "conv2d", "conv_transpose1d",
     "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm", "group_norm", "layer_norm",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "batch_norm", "group_norm", "instance_norm", "layer_norm", "interpolate",
     "normalize", "cosine_similarity", "dropout", "dropout1d", "dropout2d", "dropout3d",
     "scaled_dot_product_attention",
     # losses

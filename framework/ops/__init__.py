@@ -15,7 +15,7 @@ from .rules import ShapeError  # noqa: F401
 
 FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats", "scan", "shape",
             "join", "index", "gather", "linalg", "conv", "pool", "normalization", "loss",
-            "attention", "dropout", "random", "inplace")
+            "instance_norm", "attention", "dropout", "random", "inplace", "resize")
 
 EXPORTS: dict = {}
 METHODS: dict = {}

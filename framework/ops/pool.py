@@ -1,6 +1,7 @@
 """Pooling: max (a primitive with argmax indices), average (a depthwise conv2d with a ones kernel,
-divided by PyTorch's window counts) and adaptive average (separable averaging matrices); the 1-d
-forms run as 2-d on (N, C, 1, L).
+divided by PyTorch's window counts), adaptive average (separable averaging matrices) and adaptive
+max (max_pool2d when the windows are uniform, else a primitive over PyTorch's uneven bins); the
+1-d forms run as 2-d on (N, C, 1, L).
 
 Max pooling's gradient goes to each window's argmax (the first one on ties, like PyTorch) through
 `max_pool2d_backward`, a scatter-add whose own gradient is a gather, so double backward works.
@@ -192,29 +193,99 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     return reshape(result, result.shape[1:]) if unbatched else result
 
 
+def _bins(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive bins along one axis: [floor(i*n/o), ceil((i+1)*n/o)) for each i."""
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
 def _averaging_matrix(size: int, out: int) -> np.ndarray:
-    """(out, size) rows that average PyTorch's adaptive bins [floor(i*n/o), ceil((i+1)*n/o))."""
+    """(out, size) rows that average PyTorch's adaptive bins."""
     m = np.zeros((out, size))
-    for i in range(out):
-        lo, hi = (i * size) // out, -((-(i + 1) * size) // out)
+    for i, (lo, hi) in enumerate(_bins(size, out)):
         m[i, lo:hi] = 1.0 / (hi - lo)
     return m
+
+
+def _adaptive_input(op: str, input, output_size):
+    """(batched 4-d input, whether it was unbatched, (oh, ow)) with PyTorch's argument rules."""
+    x, unbatched = _batched(input, 4, op)
+    size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    size = tuple(n if o is None else o for n, o in zip(x.shape[2:], size))
+    if len(size) != 2 or min(size) < 1:
+        raise ValueError(f"{op}: output_size must be one or two positive ints, got "
+                         f"{output_size!r} for input {tuple(input.shape)}")
+    return x, unbatched, size
 
 
 def adaptive_avg_pool2d(input, output_size):
     """Adaptive average pooling to `output_size` (None keeps that axis), exact PyTorch bins."""
     from ..creation import tensor
-    x, unbatched = _batched(input, 4, "adaptive_avg_pool2d")
-    size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
-    size = tuple(n if o is None else o for n, o in zip(x.shape[2:], size))
-    if len(size) != 2 or min(size) < 1:
-        raise ValueError(f"adaptive_avg_pool2d: output_size must be one or two positive ints, "
-                         f"got {output_size!r}")
-    (h, w), (oh, ow) = x.shape[2:], size
+    x, unbatched, (oh, ow) = _adaptive_input("adaptive_avg_pool2d", input, output_size)
+    h, w = x.shape[2:]
     rows = tensor(_averaging_matrix(h, oh), dtype=x.dtype, device=x.device)
     cols = tensor(_averaging_matrix(w, ow).T, dtype=x.dtype, device=x.device)
     result = matmul(matmul(rows, x), cols)
     return reshape(result, result.shape[1:]) if unbatched else result
+
+
+def _window_index(size: int, out: int) -> np.ndarray:
+    """(out, K) input positions of each bin, K the widest bin; a narrower bin repeats its last
+    position, which changes neither its max nor its first argmax."""
+    bins = _bins(size, out)
+    k = max(hi - lo for lo, hi in bins)
+    return np.array([[min(lo + j, hi - 1) for j in range(k)] for lo, hi in bins], np.int64)
+
+
+def _adaptive_max_pool2d_kernel(xp, x, output_size):
+    (n, c, h, w), (oh, ow) = x.shape, output_size
+    rows, cols = (xp.asarray(_window_index(*a)) for a in ((h, oh), (w, ow)))
+    kh, kw = rows.shape[1], cols.shape[1]
+    win = x[:, :, rows[:, :, None, None], cols[None, None, :, :]]     # (N, C, oh, kh, ow, kw)
+    flat = win.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, kh * kw)
+    arg = flat.argmax(axis=-1)
+    values = xp.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+    return values, (rows[xp.arange(oh)[:, None], arg // kw] * w +
+                    cols[xp.arange(ow), arg % kw]).astype(xp.int64)
+
+
+def _adaptive_max_pool2d_infer(x, output_size):
+    if x.ndim != 4:
+        raise ShapeError(f"adaptive_max_pool2d: expected a 4-d input, got {tuple(x.shape)}")
+    out = x.shape[:2] + tuple(output_size)
+    return TensorType(out, x.dtype, x.device), TensorType(out, dt.int64, x.device)
+
+
+adaptive_max_pool2d_op = defop(
+    "adaptive_max_pool2d", _adaptive_max_pool2d_kernel, _adaptive_max_pool2d_infer,
+    vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
+    saves=(), saves_out=True, num_outputs=2,
+    onnx=not_exportable("its windows differ in size or spacing (the input size is not a "
+                        "multiple of the output size), which ONNX MaxPool cannot express"),
+    doc="Maxima over PyTorch's uneven adaptive bins, and their flat positions in the H*W plane.")
+
+
+def _uniform(size: int, out: int) -> tuple[int, int] | None:
+    """(kernel, stride) when every adaptive bin along the axis has one width and one spacing."""
+    bins = _bins(size, out)
+    widths = {hi - lo for lo, hi in bins}
+    steps = {b[0] - a[0] for a, b in zip(bins, bins[1:])} or {1}
+    return (widths.pop(), steps.pop()) if len(widths) == len(steps) == 1 else None
+
+
+def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
+    """Adaptive max pooling over PyTorch's bins (indices flat per H*W plane); uniform bins run
+    (and export) as max_pool2d."""
+    x, unbatched, size = _adaptive_input("adaptive_max_pool2d", input, output_size)
+    axes = [_uniform(n, o) for n, o in zip(x.shape[2:], size)]
+    if None in axes:
+        values, indices = adaptive_max_pool2d_op(x, output_size=size)
+    else:
+        (kh, sh), (kw, sw) = axes
+        values, indices = max_pool2d_op(x, kernel_size=(kh, kw), stride=(sh, sw),
+                                        padding=((0, 0), (0, 0)), dilation=(1, 1))
+    if unbatched:
+        values, indices = reshape(values, values.shape[1:]), reshape(indices, indices.shape[1:])
+    return (values, indices) if return_indices else values
 
 
 # ---- 1-d forms: the 2-d ones on (N, C, 1, L) ---------------------------------------------------
@@ -256,7 +327,12 @@ def adaptive_avg_pool1d(input, output_size):
     return _pool1d(adaptive_avg_pool2d, input, (1, _one(output_size)))
 
 
+def adaptive_max_pool1d(input, output_size, return_indices: bool = False):
+    return _pool1d(adaptive_max_pool2d, input, (1, _one(output_size)), return_indices)
+
+
 EXPORTS = {"max_pool1d": max_pool1d, "max_pool2d": max_pool2d, "avg_pool1d": avg_pool1d,
            "avg_pool2d": avg_pool2d, "adaptive_avg_pool1d": adaptive_avg_pool1d,
-           "adaptive_avg_pool2d": adaptive_avg_pool2d}
+           "adaptive_avg_pool2d": adaptive_avg_pool2d, "adaptive_max_pool1d": adaptive_max_pool1d,
+           "adaptive_max_pool2d": adaptive_max_pool2d}
 METHODS: dict = {}

@@ -1,7 +1,9 @@
-"""Normalisation layers: BatchNorm (with running statistics), LayerNorm, RMSNorm, GroupNorm."""
+"""Normalisation layers: BatchNorm and InstanceNorm (with running statistics), LayerNorm, RMSNorm,
+GroupNorm."""
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -87,6 +89,49 @@ class BatchNorm2d(_BatchNorm):
 class BatchNorm3d(_BatchNorm):
     """Over (N, C, D, H, W) inputs."""
     _input_dims = (5,)
+
+
+class _InstanceNorm(_BatchNorm):
+    """Normalise each (sample, channel) over the spatial dims; running statistics only when
+    `track_running_stats` (then used in eval), unbatched inputs as a batch of one."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device=None,
+                 dtype=None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        unbatched = input.ndim == self._input_dims[0]
+        channels = input.shape[0 if unbatched else 1]
+        if channels != self.num_features:
+            message = (f"{type(self).__name__}: expected input's size at dim="
+                       f"{0 if unbatched else 1} to match num_features ({self.num_features}), "
+                       f"but got: {channels}.")
+            if self.affine:
+                raise ValueError(message)
+            warnings.warn(message + " num_features is not used because affine=False",
+                          stacklevel=2)
+        x = input.unsqueeze(0) if unbatched else input
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              0.0 if self.momentum is None else self.momentum, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Over (N, C, L) or unbatched (C, L) inputs."""
+    _input_dims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Over (N, C, H, W) or unbatched (C, H, W) inputs."""
+    _input_dims = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Over (N, C, D, H, W) or unbatched (C, D, H, W) inputs."""
+    _input_dims = (4, 5)
 
 
 class LayerNorm(Module):

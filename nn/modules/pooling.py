@@ -1,4 +1,4 @@
-"""Pooling layers: max, average and adaptive average over 1-D and 2-D windows."""
+"""Pooling layers: max, average, adaptive average and adaptive max over 1-D and 2-D windows."""
 from __future__ import annotations
 
 from dualflow.nn import functional as F
@@ -88,3 +88,20 @@ class AdaptiveAvgPool1d(_AdaptiveAvgPool):
 
 class AdaptiveAvgPool2d(_AdaptiveAvgPool):
     _fn = "adaptive_avg_pool2d"
+
+
+class _AdaptiveMaxPool(_AdaptiveAvgPool):
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        return getattr(F, self._fn)(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPool):
+    _fn = "adaptive_max_pool1d"
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPool):
+    _fn = "adaptive_max_pool2d"

@@ -29,3 +29,18 @@ def _cases(ref):
 
 
 SAMPLES = {"softmax": _cases(ref_softmax), "log_softmax": _cases(ref_log_softmax)}
+
+
+def ref_instance_norm(x, eps):
+    axes = tuple(range(2, x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + eps)
+
+
+SAMPLES["instance_norm"] = [
+    Sample((rnd(2, 3, 5),), {"eps": 1e-5}, ref_instance_norm, label="1d"),
+    Sample((rnd(2, 3, 4, 5, low=-2.0, high=3.0),), {"eps": 1e-3}, ref_instance_norm,
+           label="2d"),
+    Sample((rnd(1, 2, 2, 3, 2),), {"eps": 1e-5}, ref_instance_norm, label="3d"),
+    Sample((rnd(0, 3, 4),), {"eps": 1e-5}, ref_instance_norm, label="empty-batch"),
+]
