@@ -9,6 +9,8 @@ and accumulates into leaves' `.grad`.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import weakref
 
 from dualflow.ops import core as core_ops
@@ -39,7 +41,6 @@ class Node:
     __slots__ = ("op", "attrs", "saved", "versions", "out_refs", "out_saved", "out_versions",
                  "out_types", "edges",
                  "edge_nrs", "in_shapes", "in_requires", "released", "stack", "seq", "__weakref__")
-    _counter = 0
 
     def name(self) -> str:
         return "".join(p.capitalize() for p in self.op.name.split("_")) + "Backward"
@@ -53,36 +54,48 @@ class Node:
 
 
 def record(op, inputs, attrs, out) -> None:
+    """Put a node for `op(*inputs, **attrs) -> out` on the tape. Runs for every op under
+    autograd, so it makes one pass over the inputs and touches each attribute once."""
     node = Node()
     node.op = op
     node.attrs = attrs
     saves = op.saves
     if type(saves) is dict:  # {input: inputs whose gradient reads it}: save only if one needs it
         saves = tuple(i for i, js in saves.items() if any(inputs[j].requires_grad for j in js))
-    saved = []
-    versions = []
+    saved, versions, edges, edge_nrs, in_shapes, in_requires = [], [], [], [], [], []
     for i, x in enumerate(inputs):
+        requires = x.requires_grad
+        fn = x.grad_fn
+        shape = x.shape
+        edges.append(fn if fn is not None else (x if requires else None))
+        edge_nrs.append(x._output_nr)
+        in_shapes.append(shape)
+        in_requires.append(requires)
         if saves is None or i in saves:
             saved.append(x)
             versions.append(x._version[0])
         else:
-            saved.append(InputMeta(x))
+            saved.append(_input_meta(x, shape, requires))
             versions.append(None)
     node.saved = saved
     node.versions = versions
-    node.edges = [x.grad_fn if x.grad_fn is not None else (x if x.requires_grad else None)
-                  for x in inputs]
-    node.edge_nrs = [x._output_nr for x in inputs]
-    node.in_shapes = [x.shape for x in inputs]
-    node.in_requires = [x.requires_grad for x in inputs]
+    node.edges = edges
+    node.edge_nrs = edge_nrs
+    node.in_shapes = in_shapes
+    node.in_requires = in_requires
     node.released = False
-    Node._counter += 1
-    node.seq = Node._counter
+    node.seq = next(_seq)
     node.stack = anomaly.capture_stack() if anomaly.state.enabled else None
-    outs = out if isinstance(out, tuple) else (out,)
-    node.out_refs = [weakref.ref(o) for o in outs]
-    node.out_types = [TensorType(o.shape, o.dtype, o.device) for o in outs] if len(outs) > 1 \
-        else None  # to zero-fill the gradient of an output that was dropped
+    if isinstance(out, tuple):
+        outs = out
+        node.out_refs = [_ref(o) for o in outs]
+        # to zero-fill the gradient of an output that was dropped
+        node.out_types = [TensorType(o.shape, o.dtype, o.device) for o in outs] \
+            if len(outs) > 1 else None
+    else:
+        outs = (out,)
+        node.out_refs = [_ref(out)]
+        node.out_types = None
     keep = op.saves_out
     if keep is True:
         node.out_saved = out
@@ -96,6 +109,23 @@ def record(op, inputs, attrs, out) -> None:
         if o.dtype.is_floating_point:
             o.requires_grad = True
             o.grad_fn = node
+
+
+# A module-level counter: bumping a class attribute (`Node._counter += 1`) would change the
+# class on every op and void CPython's attribute caches for all Node fields.
+_seq = itertools.count(1)
+_ref = weakref.ref
+_new = object.__new__
+
+
+def _input_meta(x: Tensor, shape: tuple, requires_grad: bool) -> InputMeta:
+    """`InputMeta(x)` without the class call, from facts `record` already read."""
+    m = _new(InputMeta)
+    m.shape = shape
+    m.dtype = x.dtype
+    m.device = x.device
+    m.requires_grad = requires_grad
+    return m
 
 
 def rebase_inplace(target: Tensor, result: Tensor) -> None:
@@ -167,15 +197,17 @@ def _dependencies(roots: list) -> dict:
     """How many gradient contributions each reachable node waits for."""
     deps: dict = {}
     stack = [n for n in roots if isinstance(n, Node)]
-    seen = set(id(n) for n in stack)
+    seen = set(stack)
     while stack:
-        node = stack.pop()
-        for e in node.edges:
+        for e in stack.pop().edges:
             if isinstance(e, Node):
-                deps[e] = deps.get(e, 0) + 1
-                if id(e) not in seen:
-                    seen.add(id(e))
-                    stack.append(e)
+                if e in deps:
+                    deps[e] += 1
+                else:  # the first edge into e
+                    deps[e] = 1
+                    if e not in seen:  # (a root is seen before any edge reaches it)
+                        seen.add(e)
+                        stack.append(e)
     return deps
 
 
@@ -243,26 +275,27 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
         i = t._output_nr
         buf[i] = g if buf[i] is None else buf[i] + g
         ready_roots.append(node)
-    deps = _dependencies(list({id(n): n for n in ready_roots}.values()))
-    queue = [n for n in {id(n): n for n in ready_roots}.values() if deps.get(n, 0) == 0]
+    ready_roots = list({id(n): n for n in ready_roots}.values())
+    deps = _dependencies(ready_roots)
+    # the newest node first, like PyTorch's priority by sequence number (a heap on -seq)
+    queue = [(-n.seq, n) for n in ready_roots if deps.get(n, 0) == 0]
+    heapq.heapify(queue)
     while queue:
-        # the newest node first, like PyTorch's priority by sequence number
-        queue.sort(key=lambda n: n.seq)
-        node = queue.pop()
+        node = heapq.heappop(queue)[1]
         grads = buffers.pop(node, None)
         if grads is None:  # every gradient reaching this node was None
             for e in node.edges:
                 if isinstance(e, Node):
                     _release_dependency(e, deps, queue)
             continue
-        outs = [r() for r in node.out_refs]
-        for i, o in enumerate(outs):
-            if grads[i] is None:
+        for i, o in enumerate([r() for r in node.out_refs]):
+            if grads[i] is None or o is None:
                 continue
-            grads[i] = _run_hooks(o, grads[i])
-            if o is not None and o._retains_grad:
+            if o._hooks:
+                grads[i] = _run_hooks(o, grads[i])
+            if o._retains_grad:
                 o.grad = grads[i] if create_graph else grads[i].detach()
-            if capture is not None and o is not None and id(o) in capture:
+            if capture is not None and id(o) in capture:
                 capture[id(o)] = grads[i]
         if len(grads) > 1 and not getattr(node.op, "sparse_grads", False):
             for i, t in enumerate(node.out_types):
@@ -275,14 +308,18 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             node.released = True
             node.saved = [s if isinstance(s, TensorType) else None for s in node.saved]
             node.out_saved = None
+        in_requires, in_shapes = node.in_requires, node.in_shapes
         for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
-            if edge is None or g is None or not node.in_requires[i]:
+            if edge is None or g is None or not in_requires[i]:
                 if isinstance(edge, Node):
                     _release_dependency(edge, deps, queue)
                 continue
-            g = _fit(g, node.in_shapes[i], node, i)
+            if g.shape != in_shapes[i]:
+                g = _fit(g, in_shapes[i], node, i)
             if isinstance(edge, Node):
-                buf = buffers.setdefault(edge, [None] * len(edge.out_refs))
+                buf = buffers.get(edge)
+                if buf is None:
+                    buf = buffers[edge] = [None] * len(edge.out_refs)
                 nr = node.edge_nrs[i]
                 buf[nr] = g if buf[nr] is None else buf[nr] + g
                 _release_dependency(edge, deps, queue)
@@ -291,9 +328,10 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
 
 
 def _release_dependency(edge: Node, deps: dict, queue: list) -> None:
-    deps[edge] -= 1
-    if deps[edge] == 0:
-        queue.append(edge)
+    left = deps[edge] - 1
+    deps[edge] = left
+    if left == 0:
+        heapq.heappush(queue, (-edge.seq, edge))
 
 
 def _zeros_for(t: TensorType):

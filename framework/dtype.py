@@ -13,17 +13,15 @@ BOOL, INT, FLOAT = 0, 1, 2
 
 
 class DType:
-    __slots__ = ("name", "np", "category", "itemsize")
+    """`is_floating_point` is a plain field, not a property: autograd reads it on every output."""
+    __slots__ = ("name", "np", "category", "itemsize", "is_floating_point")
 
     def __init__(self, name: str, np_dtype: np.dtype, category: int):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.category = category
         self.itemsize = self.np.itemsize
-
-    @property
-    def is_floating_point(self) -> bool:
-        return self.category == FLOAT
+        self.is_floating_point = category == FLOAT
 
     def __repr__(self) -> str:
         return f"dualflow.{self.name}"

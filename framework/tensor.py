@@ -8,7 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtype as dt
-from .device import Device, device_of, to_device_array
+from .device import CPU, Device, device_of, to_device_array
+
+_BY_NP = dt._BY_NP
+_new = object.__new__
 
 
 class Tensor:
@@ -38,8 +41,18 @@ class Tensor:
 
     @classmethod
     def _wrap(cls, data, output_nr: int = 0) -> "Tensor":
-        t = object.__new__(cls)
-        t._init(data, False, output_nr)
+        """A new tensor around `data`: `_init`'s fields, set here without a second call because
+        every op output is made here (tests/eager/test_fast_paths.py keeps the two in step)."""
+        t = _new(cls)
+        t._data = data
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._version = [0]
+        t._output_nr = output_nr
+        t._retains_grad = False
+        t._hooks = None
+        t._view_of = None
         return t
 
     # ---- facts -------------------------------------------------------------------------------
@@ -65,11 +78,14 @@ class Tensor:
 
     @property
     def dtype(self) -> dt.DType:
-        return dt.from_numpy_dtype(self._data.dtype)
+        try:  # `from_numpy_dtype` inlined: read on every op
+            return _BY_NP[self._data.dtype]
+        except KeyError:
+            return dt.to_dtype(self._data.dtype)
 
     @property
     def device(self) -> Device:
-        return device_of(self._data)
+        return CPU if type(self._data) is np.ndarray else device_of(self._data)
 
     @property
     def is_cuda(self) -> bool:

@@ -1,0 +1,238 @@
+"""The per-op hot path's shortcuts give what the general code gives.
+
+`dispatch.apply`, `_promote`, `_run_eager`, `engine.record`, `Tensor._wrap` / `.dtype` / `.device`
+take shortcuts for the common cases (two tensors of one dtype, a tensor and a Python scalar,
+one or two inputs without attrs, NumPy arrays). Each test here runs a shortcut and the general
+path side by side and compares values, dtypes, devices, grad_fn, and version counters.
+"""
+import pickle
+
+import numpy as np
+import pytest
+
+import dualflow as flow
+from dualflow import dtype as dt
+from dualflow.device import device_of
+from dualflow.eager import engine
+from dualflow.ops import arith, dispatch
+from dualflow.ops.opdef import OpDef
+
+DTYPES = list(dt.ALL)
+SCALARS = [True, 3, -2, 2.5, np.float64(1.5), np.int32(4), np.bool_(True)]
+
+
+def _tensor(d: dt.DType, ndim: int) -> flow.Tensor:
+    values = np.array([1, 0, 3]).astype(d.np)
+    return flow.from_numpy(values if ndim else values[:1].reshape(()))
+
+
+# ---- Tensor -------------------------------------------------------------------------------------
+def test_wrap_sets_the_same_fields_as_init():
+    arr = np.ones(3, np.float32)
+    fast = flow.Tensor._wrap(arr, 2)
+    slow = object.__new__(flow.Tensor)
+    slow._init(arr, False, 2)
+    for name in flow.Tensor.__slots__:
+        if name == "__weakref__":
+            continue
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a is b if name == "_data" else a == b, name
+    assert fast._version is not slow._version  # each tensor its own counter
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=lambda d: d.name)
+def test_dtype_and_device_match_the_general_lookups(d):
+    t = _tensor(d, 1)
+    assert t.dtype is dt.from_numpy_dtype(t._data.dtype) is d
+    assert t.device == device_of(t._data)
+    assert d.is_floating_point == (d.category == dt.FLOAT)
+
+
+def test_dtype_of_an_equal_but_distinct_numpy_dtype_object():
+    odd = pickle.loads(pickle.dumps(np.dtype("float32")))
+    t = flow.Tensor._wrap(np.ones(2, odd))
+    assert t._data.dtype is not np.dtype("float32")
+    assert t.dtype is dt.float32
+
+
+# ---- promotion -----------------------------------------------------------------------------------
+def _same_promotion(inputs):
+    try:
+        slow = dispatch._promote_general(arith.add, inputs)
+    except OverflowError:  # uint8 tensor + negative int: NumPy refuses on both paths
+        with pytest.raises(OverflowError):
+            dispatch._promote(arith.add, inputs)
+        return
+    fast = dispatch._promote(arith.add, inputs)
+    assert len(fast) == len(slow) == len(inputs)
+    for x, f, s in zip(inputs, fast, slow):
+        assert (f is x) == (s is x)
+        if f is not x:
+            assert f.dtype is s.dtype
+            assert f.device == s.device
+            assert f.shape == s.shape
+            np.testing.assert_array_equal(f.numpy(), s.numpy())
+            assert f.grad_fn is None and s.grad_fn is None
+
+
+@pytest.mark.parametrize("ndim", [0, 1])
+@pytest.mark.parametrize("d", DTYPES, ids=lambda d: d.name)
+def test_binary_promotion_fast_path_matches_the_general_one(d, ndim):
+    t = _tensor(d, ndim)
+    for other in [_tensor(e, n) for e in DTYPES for n in (0, 1)] + SCALARS:
+        _same_promotion((t, other))
+        _same_promotion((other, t))
+
+
+def test_promotion_of_distinct_equal_numpy_dtypes_needs_nothing():
+    odd = pickle.loads(pickle.dumps(np.dtype("float32")))
+    a, b = flow.Tensor._wrap(np.ones(2, odd)), flow.ones(2)
+    assert dispatch._promote(arith.add, (a, b)) == (a, b)
+
+
+def test_three_tensors_of_one_dtype_are_passed_through():
+    xs = (flow.ones(2), flow.zeros(2), flow.ones(()))
+    assert dispatch._promote(arith.add, xs) is xs
+    assert dispatch._promote_general(arith.add, xs) is xs
+
+
+def test_promotion_rejects_non_numbers_on_both_paths():
+    for inputs in [(flow.ones(2), "a"), ("a", flow.ones(2))]:
+        with pytest.raises(TypeError, match="expected a Tensor or a number"):
+            dispatch._promote(arith.add, inputs)
+
+
+def _program():
+    """Scalars on either side, mixed dtypes, in-place forms, a backward: results and grads."""
+    x = flow.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    i = flow.tensor([1, 2, 3])
+    y = (x * 0.5 + 2) * x - 1.5 / (x + 4) + (i * 2) + (2 ** x) - (True + x)
+    z = (i + 1) * 2.5 + (i // 2) + (i > 1) * 1.0
+    w = flow.zeros(3)
+    w.add_(x.detach(), alpha=2).mul_(0.5).sub_(1)
+    loss = (y * z).sum() + w.sum()
+    loss.backward()
+    return [y, z, w, loss, x.grad], [y.grad_fn.name(), z.grad_fn, w._version[0], x._version[0]]
+
+
+def test_a_program_gives_the_same_results_without_the_promotion_fast_path(monkeypatch):
+    fast, fast_facts = _program()
+    monkeypatch.setattr(dispatch, "_promote", dispatch._promote_general)
+    slow, slow_facts = _program()
+    assert fast_facts == slow_facts
+    for f, s in zip(fast, slow):
+        assert f.dtype is s.dtype and f.shape == s.shape
+        np.testing.assert_array_equal(f.detach().numpy(), s.detach().numpy())
+
+
+def test_scalar_fast_path_while_tracing_makes_graph_constants():
+    class G(flow.nn.Graph):
+        def build(self, x, i):
+            return x * 0.5 + 2, 1.5 - x, i * 3, i * 2.5
+
+    x, i = flow.tensor([1.0, 2.0]), flow.tensor([1, 2])
+    eager = (x * 0.5 + 2, 1.5 - x, i * 3, i * 2.5)
+    for _ in range(2):
+        for g, e in zip(G()(x, i), eager):
+            assert g.dtype is e.dtype
+            np.testing.assert_array_equal(g.numpy(), e.numpy())
+
+
+# ---- running kernels -----------------------------------------------------------------------------
+def _kernel(xp, *arrays, scale=1):
+    return sum(arrays, xp.zeros(2)) * scale
+
+
+_nary = OpDef("test_fast_paths_nary", _kernel)  # not registered: the op table stays as it is
+_cross = OpDef("test_fast_paths_cross", lambda xp, x, y: x * y, saves={0: (1,), 1: (0,)},
+               vjp=lambda g, out, x, y: (arith.mul(g, y) if x.requires_grad else None,
+                                         arith.mul(g, x) if y.requires_grad else None))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+@pytest.mark.parametrize("attrs", [{}, {"scale": 3}])
+def test_eager_run_calls_kernels_of_any_arity_like_a_star_call(n, attrs):
+    inputs = tuple(flow.full((2,), float(k + 1), dtype=flow.float64) for k in range(n))
+    out = dispatch._run_eager(_nary, inputs, attrs)
+    expected = _kernel(np, *[x._data for x in inputs], **attrs)
+    assert type(out) is flow.Tensor and out._data.dtype == expected.dtype
+    np.testing.assert_array_equal(out.numpy(), expected)
+    assert out._version == [0] and out.grad_fn is None and not out.requires_grad
+
+
+def test_eager_run_errors_name_the_op():
+    with pytest.raises(TypeError, match="expected Tensor inputs, got str"):
+        dispatch._run_eager(arith.neg, ("x",), {})
+    with pytest.raises(dispatch.OpError, match="add: cannot apply"):
+        dispatch._run_eager(arith.add, (flow.ones(2), flow.ones(3)), {})
+
+
+def test_views_share_the_version_counter():
+    x = flow.zeros(2, 3)
+    v = x.t()
+    assert v._version is x._version and v._view_of[0] is x
+    x.add_(1)
+    assert v._version[0] == 1
+
+
+# ---- recording -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("grad", [False, True])
+def test_input_meta_fast_constructor_matches_the_class(grad):
+    x = flow.ones(2, 3, dtype=flow.float64, requires_grad=grad)
+    a, b = engine._input_meta(x, x.shape, x.requires_grad), engine.InputMeta(x)
+    assert (a.shape, a.dtype, a.device, a.requires_grad, a.ndim) == \
+        (b.shape, b.dtype, b.device, b.requires_grad, b.ndim)
+
+
+def test_record_fills_every_node_field():
+    a = flow.ones(2, requires_grad=True)
+    h = a * 2                       # a non-leaf input with a grad_fn
+    c = flow.ones(2)                # an input that needs no grad
+    y = _cross(h, c)                # keeps h only if c needs a gradient: it does not
+    node = y.grad_fn
+    assert node.op is _cross and node.attrs == {}
+    assert node.edges == [h.grad_fn, None] and node.edge_nrs == [0, 0]
+    assert node.in_shapes == [(2,), (2,)] and node.in_requires == [True, False]
+    assert isinstance(node.saved[0], engine.InputMeta) and node.saved[0].requires_grad
+    assert node.saved[1] is c and node.versions == [None, 0]
+    assert node.seq > h.grad_fn.seq and node.stack is None and not node.released
+    assert node.out_refs[0]() is y and node.out_types is None
+    assert node.out_saved is None and node.out_versions is None
+    assert y.requires_grad and y._output_nr == 0
+    z = y + a                       # a leaf edge
+    assert z.grad_fn.edges == [node, a]
+    d = (a / 3)                     # saves_out: the output and its version
+    assert d.grad_fn.out_saved is d and d.grad_fn.out_versions == (0,)
+
+
+def test_record_of_a_multi_output_op_types_each_output():
+    x = flow.randn(4, 3, requires_grad=True)
+    values, indices = flow.max(x, dim=1)
+    node = values.grad_fn
+    assert [r() for r in node.out_refs] == [values, indices]
+    assert [(t.shape, t.dtype) for t in node.out_types] == [((4,), flow.float32),
+                                                             ((4,), flow.int64)]
+    assert indices.grad_fn is None and not indices.requires_grad  # only float outputs
+
+
+# ---- the backward walk ---------------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["ab", "ba"])
+def test_backward_runs_the_newest_ready_node_first(order):
+    x = flow.tensor([1.0, 2.0], requires_grad=True)
+    made, seen = {}, []
+    for name in order:
+        made[name] = x * (2.0 if name == "a" else 3.0)
+        made[name].register_hook(lambda g, name=name: seen.append(name))
+    (made["a"] * made["b"]).sum().backward()
+    assert seen == list(reversed(order))
+    np.testing.assert_allclose(x.grad.numpy(), 12 * x.detach().numpy())
+
+
+def test_diamond_waits_for_every_contribution():
+    x = flow.tensor([1.0, 2.0], requires_grad=True)
+    h = x * x
+    branches = [h * k for k in (1.0, 2.0, 3.0)]
+    h.retain_grad()
+    sum(branches).sum().backward()
+    np.testing.assert_allclose(h.grad.numpy(), [6.0, 6.0])
+    np.testing.assert_allclose(x.grad.numpy(), 12 * x.detach().numpy())
