@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .normalization import _affine, _channel_shape, batch_norm
-from .opdef import TensorType, defop
+from .opdef import defop
 from .reduce import mean
 from .rules import ShapeError
 from .shape import reshape

@@ -60,7 +60,7 @@ SAMPLES = {
         Sample((rnd(0, 2, 4, 4),), _pool(), ref_max_pool2d, label="empty-batch"),
     ],
     "adaptive_max_pool2d": [
-        Sample((rnd(2, 3, 7, 5),), dict(output_size=(3, 2)), ref_adaptive_max_pool2d,
+        Sample((rnd(2, 3, 7, 5),), dict(output_size=(4, 3)), ref_adaptive_max_pool2d,
                label="uneven"),
         Sample((rnd(1, 2, 3, 5),), dict(output_size=(5, 4)), ref_adaptive_max_pool2d,
                label="overlapping-upsampled"),
