@@ -259,8 +259,8 @@ adaptive_max_pool2d_op = defop(
     "adaptive_max_pool2d", _adaptive_max_pool2d_kernel, _adaptive_max_pool2d_infer,
     vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
     saves=(), saves_out=True, num_outputs=2,
-    onnx=not_exportable("its windows differ in size or spacing (the input size is not a "
-                        "multiple of the output size), which ONNX MaxPool cannot express"),
+    onnx=not_exportable("its windows differ in size or spacing along an axis, which ONNX "
+                        "MaxPool cannot express (uniform windows run and export as max_pool2d)"),
     doc="Maxima over PyTorch's uneven adaptive bins, and their flat positions in the H*W plane.")
 
 
