@@ -70,16 +70,20 @@ def _table(dst, src, w, n_dst: int, n_src: int):
 
 
 def _apply(xp, v, axis: int, pos, weight, nearest: bool):
-    """v with `axis` mapped through a table: out[d] = sum_k weight[d, k] * v[pos[d, k]]."""
-    v = xp.moveaxis(v, axis, -1)
-    if int(pos.max(initial=0)) == v.shape[-1]:
-        v = xp.concatenate([v, xp.zeros(v.shape[:-1] + (1,), v.dtype)], axis=-1)
-    picked = v[..., xp.asarray(pos)]
-    if nearest:  # weights are all one: a plain sum keeps integers and non-finite values exact
-        out = picked[..., 0] if pos.shape[1] == 1 else picked.sum(axis=-1)
-    else:
-        out = (picked * xp.asarray(weight, dtype=v.dtype)).sum(axis=-1)
-    return xp.moveaxis(out, -1, axis)
+    """v with `axis` mapped through a table: out[d] = sum_k weight[d, k] * v[pos[d, k]], one
+    strided `take` per column k (no (..., K) temporaries)."""
+    if int(pos.max(initial=0)) == v.shape[axis]:
+        pad = list(v.shape)
+        pad[axis] = 1
+        v = xp.concatenate([v, xp.zeros(tuple(pad), v.dtype)], axis=axis)
+    shape = (-1,) + (1,) * (v.ndim - axis - 1)
+    out = None
+    for k in range(pos.shape[1]):
+        term = xp.take(v, xp.asarray(pos[:, k]), axis=axis)
+        if not nearest:  # nearest weights are all one: integers and non-finite values stay exact
+            term *= xp.asarray(weight[:, k], dtype=v.dtype).reshape(shape)
+        out = term if out is None else xp.add(out, term, out=out)
+    return out
 
 
 def _resize(xp, v, mode, size, input_size, scales, align_corners, adjoint: bool):
@@ -92,7 +96,7 @@ def _resize(xp, v, mode, size, input_size, scales, align_corners, adjoint: bool)
             dst, src = src, dst
         n_dst, n_src = (input_size[a], size[a]) if adjoint else (size[a], input_size[a])
         v = _apply(xp, v, a + 2, *_table(dst, src, w, n_dst, n_src), mode == "nearest")
-    return xp.ascontiguousarray(v)
+    return v
 
 
 def _interpolate_kernel(xp, x, mode, size, scales, align_corners):
