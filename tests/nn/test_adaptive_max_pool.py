@@ -9,6 +9,7 @@ import dualflow as flow
 import dualflow.nn.functional as F
 from dualflow import nn
 
+from .modes import assert_graph_matches_eager
 from .test_layers import parity, rnd
 
 CASES = {  # name: (module, args, kwargs, input shape)
@@ -42,16 +43,7 @@ def test_uniform_bins_run_as_max_pool2d():
 
 @pytest.mark.parametrize("size", [(4, 3), (2, 2)])
 def test_graph_mode_matches_eager_with_gradients(size):
-    pool = nn.AdaptiveMaxPool2d(size)
-    x = flow.tensor(rnd(2, 3, 7, 4), requires_grad=True)
-    pool(x).sum().backward()
-    want_out, want_grad = pool(x).detach().numpy(), x.grad.numpy()
-    x.grad = None
-    with flow.mode(flow.GRAPH):
-        out = pool(x)
-    out.sum().backward()
-    np.testing.assert_array_equal(out.detach().numpy(), want_out)
-    np.testing.assert_array_equal(x.grad.numpy(), want_grad)
+    assert_graph_matches_eager(nn.AdaptiveMaxPool2d(size), rnd(2, 3, 7, 4))
 
 
 def test_errors_name_the_op_and_shapes():

@@ -9,6 +9,7 @@ import dualflow as flow
 import dualflow.nn.functional as F
 from dualflow import nn
 
+from .modes import assert_graph_matches_eager
 from .test_layers import parity, rnd
 
 CASES = {  # name: (module, args, kwargs, input shape)
@@ -55,16 +56,8 @@ def test_nearest_keeps_integers_and_infinities():
 
 
 def test_graph_mode_matches_eager_with_gradients():
-    up = nn.Upsample(scale_factor=(1.5, 2.5), mode="bilinear")
-    x = flow.tensor(rnd(2, 3, 4, 4), requires_grad=True)
-    up(x).sum().backward()
-    want_out, want_grad = up(x).detach().numpy(), x.grad.numpy()
-    x.grad = None
-    with flow.mode(flow.GRAPH):
-        out = up(x)
-    out.sum().backward()
-    np.testing.assert_array_equal(out.detach().numpy(), want_out)
-    np.testing.assert_array_equal(x.grad.numpy(), want_grad)
+    assert_graph_matches_eager(nn.Upsample(scale_factor=(1.5, 2.5), mode="bilinear"),
+                               rnd(2, 3, 4, 4))
 
 
 def test_double_backward_through_bilinear():
