@@ -65,7 +65,8 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        data = self._data  # the array's own ndim; a traced tensor (no data) has only a shape
+        return data.ndim if data is not None else len(self.shape)
 
     def dim(self) -> int:
         return self.ndim

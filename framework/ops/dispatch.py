@@ -87,7 +87,9 @@ def _promote_general(op, inputs):
     return tuple(out)
 
 
-_SCALAR_CATEGORY = {bool: dt.BOOL, int: dt.INT, float: dt.FLOAT}  # exact types: no NumPy scalars
+# Python scalars by exact type (NumPy scalars take the general path); `.get(type, 3)` puts any
+# other type above every category, so it takes the general path too.
+_SCALAR_CATEGORY = {bool: dt.BOOL, int: dt.INT, float: dt.FLOAT}
 
 
 def _scalar_tensor(value, dtype, device):
@@ -210,8 +212,11 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
         if inputs[0] is target:
             arrays = [x._data for x in inputs]
             xp = np if type(arrays[0]) is np.ndarray else xp_of(arrays[0])
-            try:
-                op.kernel(xp, *arrays, out=target._data, **attrs)
+            try:  # binary updates (optimizers) with a plain call, as in `_run_eager`
+                if len(arrays) == 2 and not attrs:
+                    op.kernel(xp, arrays[0], arrays[1], out=target._data)
+                else:
+                    op.kernel(xp, *arrays, out=target._data, **attrs)
             except (ValueError, TypeError) as exc:
                 raise OpError(f"{name}: cannot update a tensor of shape {tuple(target.shape)} "
                               f"in place with inputs ({describe(inputs)}): {exc}") from exc

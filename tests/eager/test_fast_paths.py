@@ -167,6 +167,22 @@ def test_eager_run_errors_name_the_op():
         dispatch._run_eager(arith.add, (flow.ones(2), flow.ones(3)), {})
 
 
+@pytest.mark.parametrize("form, same", [
+    (lambda w: w.add_(flow.full((3,), 2.0)), lambda w: w + 2.0),        # binary: plain call
+    (lambda w: w.mul_(3), lambda w: w * 3),                             # tensor and scalar
+    (lambda w: w.clamp_(min=1.5, max=2.5), lambda w: w.clamp(1.5, 2.5)),  # attrs
+    (lambda w: w.addcmul_(w.clone(), w.clone(), value=2), lambda w: w + 2 * w * w),  # ternary
+    (lambda w: w.neg_(), lambda w: -w),                                 # unary
+])
+def test_in_place_updates_write_what_the_out_of_place_op_computes(form, same):
+    w = flow.tensor([1.0, 2.0, 3.0])
+    expected = same(w).numpy()
+    data = w._data
+    assert form(w) is w
+    assert w._data is data and w._version[0] == 1
+    np.testing.assert_array_equal(w.numpy(), expected)
+
+
 def test_views_share_the_version_counter():
     x = flow.zeros(2, 3)
     v = x.t()
