@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .normalization import _affine, _channel_shape, batch_norm
+from .normalization import affine, batch_norm, channel_shape, check_per_channel
 from .opdef import defop
 from .reduce import mean
 from .rules import ShapeError
@@ -90,12 +90,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if input.ndim < 3:
         raise ValueError(f"instance_norm: expected an input (N, C, *) with at least one spatial "
                          f"dimension, got {tuple(input.shape)}")
-    c = input.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (c,):
-            raise ValueError(f"instance_norm: {name} has shape {tuple(t.shape)}, expected ({c},) "
-                             f"for input {tuple(input.shape)}")
+    check_per_channel("instance_norm", input, running_mean=running_mean,
+                      running_var=running_var, weight=weight, bias=bias)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     if _count(input.shape) <= 1:
@@ -103,7 +99,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                          f"got input size {tuple(input.shape)}")
     if running_mean is not None or running_var is not None:
         _update_running(input, running_mean, running_var, momentum)
-    return _affine(instance_norm_op(input, eps=eps), weight, bias, _channel_shape(input))
+    return affine(instance_norm_op(input, eps=eps), weight, bias, channel_shape(input))
 
 
 EXPORTS = {"instance_norm": instance_norm}

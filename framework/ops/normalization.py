@@ -122,7 +122,8 @@ def _normalize(x, dims, eps):
     return centered * rsqrt(var + eps), mu, var
 
 
-def _affine(y, weight, bias, shape):
+def affine(y, weight, bias, shape):
+    """y * weight + bias, both reshaped to `shape` (their layout against y); None skips one."""
     if weight is not None:
         y = y * reshape(weight, shape)
     if bias is not None:
@@ -142,10 +143,20 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
             raise ValueError(f"layer_norm: {name} has shape {tuple(t.shape)}, expected "
                              f"normalized_shape {shape}")
     y, _, _ = _normalize(input, tuple(range(input.ndim - len(shape), input.ndim)), eps)
-    return _affine(y, weight, bias, shape)
+    return affine(y, weight, bias, shape)
 
 
-def _channel_shape(input) -> tuple:
+def check_per_channel(op: str, input, **tensors) -> None:
+    """Every given per-channel tensor (running statistics, weight, bias) has shape (C,)."""
+    c = input.shape[1]
+    for name, t in tensors.items():
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"{op}: {name} has shape {tuple(t.shape)}, expected ({c},) for "
+                             f"input {tuple(input.shape)}")
+
+
+def channel_shape(input) -> tuple:
+    """(1, C, 1, ...): a per-channel (C,) tensor's shape against an (N, C, *) input."""
     return (1, input.shape[1]) + (1,) * (input.ndim - 2)
 
 
@@ -157,18 +168,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
                          f"{tuple(input.shape)}")
-    c, shape = input.shape[1], _channel_shape(input)
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (c,):
-            raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)}, expected ({c},) "
-                             f"for input {tuple(input.shape)}")
+    c, shape = input.shape[1], channel_shape(input)
+    check_per_channel("batch_norm", input, running_mean=running_mean, running_var=running_var,
+                      weight=weight, bias=bias)
     if not training:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: running_mean and running_var are needed when "
                              "training=False")
         y = (input - reshape(running_mean, shape)) * rsqrt(reshape(running_var, shape) + eps)
-        return _affine(y, weight, bias, shape)
+        return affine(y, weight, bias, shape)
     count = input.numel() // c
     if count <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
@@ -181,7 +189,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if running_var is not None:
             running_var.mul_(1 - momentum).add_(reshape(var, (c,)) * (momentum * count /
                                                                        (count - 1)))
-    return _affine(y, weight, bias, shape)
+    return affine(y, weight, bias, shape)
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
@@ -192,7 +200,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     n = input.shape[0]
     grouped = reshape(input, (n, num_groups, -1))
     y, _, _ = _normalize(grouped, (2,), eps)
-    return _affine(reshape(y, input.shape), weight, bias, _channel_shape(input))
+    return affine(reshape(y, input.shape), weight, bias, channel_shape(input))
 
 
 EXPORTS = {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm,
