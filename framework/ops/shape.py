@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+from functools import lru_cache
 
 from .core import broadcast_to
 from .opdef import TensorType, defop
@@ -144,13 +145,24 @@ def permute(input, *dims):
     return input if dims == tuple(range(input.ndim)) else permute_op(input, dims=dims)
 
 
-def transpose(input, dim0: int, dim1: int):
-    perm = list(range(input.ndim))
-    a, b = dim_index(dim0, input.ndim, "transpose"), dim_index(dim1, input.ndim, "transpose")
-    if input.ndim == 0:
-        return input
+@lru_cache(maxsize=256)
+def _swapped(ndim: int, dim0: int, dim1: int) -> tuple | None:
+    """The permutation that swaps two (checked) dims, None when it changes nothing. Cached:
+    every matmul gradient transposes, and checking dims costs more than the view itself."""
+    a, b = dim_index(dim0, ndim, "transpose"), dim_index(dim1, ndim, "transpose")
+    if ndim == 0 or a == b:
+        return None
+    perm = list(range(ndim))
     perm[a], perm[b] = perm[b], perm[a]
-    return permute(input, perm)
+    return tuple(perm)
+
+
+def transpose(input, dim0: int, dim1: int):
+    if type(dim0) is int and type(dim1) is int:
+        perm = _swapped(input.ndim, dim0, dim1)
+    else:   # other index types (and wrong ones, reported by name) bypass the cache
+        perm = _swapped.__wrapped__(input.ndim, dim0, dim1)
+    return input if perm is None else permute_op(input, dims=perm)
 
 
 def t(input):
