@@ -172,6 +172,8 @@ sum_ = defop("sum", _sum_kernel, _acc_type,
 def _mean_kernel(xp, x, dim=None, keepdim=False):
     if _count(x.shape, dim) == 0:  # PyTorch: nan, without NumPy's empty-slice warning
         return xp.full(rules.reduced_shape(x.shape, dim, keepdim), xp.nan, dtype=x.dtype)
+    if x.dtype.kind == "f" and x.dtype.itemsize >= 4:   # the sum plan (ops/sums.py), then / n
+        return float_sum(xp, x, _axes(dim, x.ndim), keepdim) / _count(x.shape, dim)
     return x.mean(axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 

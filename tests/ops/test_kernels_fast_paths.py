@@ -182,11 +182,16 @@ def test_float_sums_are_bit_stable_and_accurate():
     np.testing.assert_array_equal(_sum_to_kernel(np, x, (1, 128)), got.reshape(1, 128))
 
 
-@pytest.mark.parametrize("shape", [(32, 10), (8, 10), (300, 7), (32, 100)])
-def test_row_max_over_a_short_axis_matches_numpy(shape):
+@pytest.mark.parametrize("shape", [(32, 10), (8, 10), (300, 7), (32, 100), (8, 16, 10),
+                                   (4, 3, 64)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_row_max_over_a_short_axis_matches_numpy(shape, strided):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    x[1, 2] = np.nan
-    np.testing.assert_array_equal(normalization._max_along(np, x, 1), x.max(axis=1, keepdims=True))
+    x.flat[5] = np.nan
+    if strided:
+        x = np.swapaxes(x, 0, -2) if x.ndim > 2 else x[::2]
+    np.testing.assert_array_equal(normalization._max_along(np, x, x.ndim - 1),
+                                  x.max(axis=-1, keepdims=True))
 
 
 def test_dividing_in_float64_then_rounding_matches_float32_division():
