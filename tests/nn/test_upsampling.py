@@ -9,8 +9,8 @@ import dualflow as flow
 import dualflow.nn.functional as F
 from dualflow import nn
 
-from .modes import assert_graph_matches_eager
-from .test_layers import parity, rnd
+from .modes import assert_graph_matches_eager, torch_parity_case
+from .test_layers import rnd
 
 CASES = {  # name: (module, args, kwargs, input shape)
     "nearest-1d-size": ("Upsample", (), {"size": 8}, (2, 3, 5)),
@@ -36,10 +36,7 @@ CASES = {  # name: (module, args, kwargs, input shape)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_parity(case, dtype):
-    torch = pytest.importorskip("torch")
-    name, args, kwargs, shape = CASES[case]
-    parity(getattr(nn, name)(*args, **kwargs), getattr(torch.nn, name)(*args, **kwargs),
-           [rnd(*shape)], dtype)
+    torch_parity_case(CASES[case], dtype)
 
 
 def test_area_mode_is_adaptive_average_pooling():
