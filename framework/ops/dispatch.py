@@ -75,8 +75,6 @@ def _promote_general(op, inputs):
         if all(d is dtypes[0] for d in dtypes):
             return inputs  # tensors of one dtype: no promotion table needed
     target = dt.promote(dims, zero_dims, scalars)
-    if not scalars and all(x.dtype is target for x in inputs):
-        return inputs
     device = next((x.device for x in inputs if isinstance(x, Tensor)), None)
     out = []
     for x in inputs:
