@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 from ..creation import full_like
-from .optimizer import (Optimizer, check_non_negative, lr_like, step_counter,
-                        with_weight_decay)
+from .optimizer import (Optimizer, check_kernel_choices, check_non_negative, lr_like,
+                        step_counter, with_weight_decay)
 
 
 class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay: float = 0, weight_decay: float = 0,
-                 initial_accumulator_value: float = 0, eps: float = 1e-10, *,
-                 maximize: bool = False):
+                 initial_accumulator_value: float = 0, eps: float = 1e-10,
+                 foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
         check_non_negative(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                            initial_accumulator_value=initial_accumulator_value, epsilon=eps)
+        check_kernel_choices(foreach, fused, differentiable)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
                                       weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from ..creation import zeros_like
 from ..ops.compare import maximum
-from .optimizer import (Optimizer, check_non_negative, lr_like, step_counter,
-                        with_weight_decay)
+from .optimizer import (Optimizer, check_betas, check_kernel_choices, check_non_negative,
+                        lr_like, step_counter, with_weight_decay)
 
 
 class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0, amsgrad: bool = False, *, maximize: bool = False,
+                 weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
                  decoupled_weight_decay: bool = False):
         check_non_negative(lr=lr, epsilon=eps, weight_decay=weight_decay)
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        check_betas(betas)
+        check_kernel_choices(foreach, fused, differentiable)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize,
@@ -53,6 +54,10 @@ class AdamW(Adam):
     instead of adding an L2 term to the gradient (Loshchilov & Hutter)."""
 
     def __init__(self, params, lr=1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)

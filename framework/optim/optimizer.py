@@ -12,10 +12,10 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from .. import dtype as dt
-from ..creation import zeros
+from ..creation import full
 from dualflow.eager.grad_mode import enable_grad, no_grad
 from dualflow.mode import GRAPH as _GRAPH
-from dualflow.mode import _mode as _current_mode
+from dualflow.mode import get_mode
 from ..tensor import Tensor
 
 
@@ -54,15 +54,19 @@ class Optimizer:
         """Add a group; options it leaves out take the optimizer's defaults."""
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        if "params" not in param_group:
+            raise KeyError(f"parameter group {len(self.param_groups)} has no 'params' entry "
+                           f"(its keys: {sorted(param_group)}); each group is a dict with "
+                           "'params': the tensors it optimizes")
         group = dict(param_group)
-        params = group.get("params")
+        params = group["params"]
         if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, set):
             raise TypeError("optimizer parameters need to be organized in ordered collections, "
                             "but the ordering of tensors in sets will change between runs; "
                             "use a list instead")
-        group["params"] = params = list(params) if params is not None else []
+        group["params"] = params = list(params)
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
@@ -99,7 +103,7 @@ class Optimizer:
         """One update of every parameter that has a gradient; returns `closure()` if given.
         Under `set_mode(GRAPH)` (and without a closure) the update runs as a compiled graph."""
         if closure is None:
-            if _graph_step is not None and _current_mode[0] == _GRAPH:
+            if _graph_step is not None and get_mode() == _GRAPH:
                 return _graph_step(self)
             return self._step_all()
         with enable_grad():
@@ -189,7 +193,14 @@ def _copy_state_value(value, p: Tensor, name: str):
 def step_counter(p: Tensor) -> Tensor:
     """A 0-d step count on p's device (float64 for float64 parameters, so bias corrections keep
     full precision; float32 otherwise, as in PyTorch)."""
-    return zeros((), dtype=dt.float64 if p.dtype is dt.float64 else dt.float32, device=p.device)
+    return scalar_state(p, 0.0)
+
+
+def scalar_state(p: Tensor, value: float) -> Tensor:
+    """A 0-d per-parameter state value (step counts, ASGD's eta and mu, NAdam's mu_product) with
+    `step_counter`'s dtype rule: float64 for float64 parameters, float32 otherwise."""
+    return full((), value, dtype=dt.float64 if p.dtype is dt.float64 else dt.float32,
+                device=p.device)
 
 
 def lr_like(lr, t: Tensor):
@@ -205,6 +216,26 @@ def check_non_negative(**values) -> None:
         if isinstance(value, (int, float)) and value < 0:
             label = "learning rate" if name == "lr" else f"{name} value"
             raise ValueError(f"Invalid {label}: {value}")
+
+
+def check_betas(betas) -> None:
+    """Adam-family momentum coefficients lie in [0, 1)."""
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+
+
+def check_kernel_choices(foreach: bool | None = None, fused: bool | None = None,
+                         differentiable: bool = False) -> None:
+    """PyTorch's `foreach`, `fused`, `capturable` and `differentiable` choose among its update
+    kernels (per-tensor loop, multi-tensor, fused, CUDA-graph safe, recorded by autograd).
+    dualflow has one update per optimizer, written with ops, which a compiled GRAPH-mode step
+    already captures, so the optimizers accept these flags and ignore them; in particular the
+    update is never recorded by autograd. Only the combinations PyTorch rejects are rejected."""
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    if fused and differentiable:
+        raise RuntimeError("`fused` does not support `differentiable`")
 
 
 def with_weight_decay(grad: Tensor, p: Tensor, weight_decay: float) -> Tensor:

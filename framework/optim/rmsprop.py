@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 from ..creation import zeros_like
-from .optimizer import Optimizer, check_non_negative, step_counter, with_weight_decay
+from .optimizer import (Optimizer, check_kernel_choices, check_non_negative, step_counter,
+                        with_weight_decay)
 
 
 class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0, momentum: float = 0, centered: bool = False, *,
-                 maximize: bool = False):
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
+                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False):
         check_non_negative(lr=lr, epsilon=eps, momentum=momentum, weight_decay=weight_decay,
                            alpha=alpha)
+        check_kernel_choices(foreach, differentiable=differentiable)
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
                                       centered=centered, weight_decay=weight_decay,
                                       maximize=maximize))

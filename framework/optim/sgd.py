@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from ..creation import zeros_like
-from .optimizer import Optimizer, check_non_negative, with_weight_decay
+from .optimizer import Optimizer, check_kernel_choices, check_non_negative, with_weight_decay
 
 
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum: float = 0, dampening: float = 0,
-                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False):
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, differentiable: bool = False,
+                 fused: bool | None = None):
         check_non_negative(lr=lr, momentum=momentum, weight_decay=weight_decay)
+        check_kernel_choices(foreach, fused, differentiable)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
