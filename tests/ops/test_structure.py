@@ -19,6 +19,20 @@ CASES = [
     Case("triu-method", lambda L, x: x.triu(diagonal=2), (_data(5, 4),), (0,)),
     Case("triu-bool-causal-mask", lambda L, x: L.triu(x > 0, 1), (_data(4, 4),)),
     Case("tril_-on-a-copy", lambda L, x: (x * 1).tril_(1), (_data(3, 4),), (0,)),
+    Case("diagonal", lambda L, x: L.diagonal(x), (_data(4, 5),), (0,)),
+    Case("diagonal-method-dims", lambda L, x: x.diagonal(-1, 2, 0), (_data(3, 2, 4),), (0,)),
+    Case("diag_embed", lambda L, x: L.diag_embed(x), (_data(2, 3),), (0,)),
+    Case("diag_embed-dims", lambda L, x: L.diag_embed(x, 1, 0, 2), (_data(2, 3),), (0,)),
+    Case("diag-of-vector", lambda L, x: L.diag(x, -1), (_data(3),), (0,)),
+    Case("diag-of-matrix", lambda L, x: x.diag(1), (_data(3, 4),), (0,)),
+    Case("trace", lambda L, x: L.trace(x), (_data(3, 5),), (0,)),
+    Case("trace-int", lambda L, x: L.trace(x), (np.arange(12).reshape(4, 3),)),
+    Case("kron", lambda L, a, b: L.kron(a, b), (_data(2, 3), _data(4, 1, 2, seed=1)), (0, 1)),
+    Case("kron-vectors", lambda L, a, b: a.kron(b), (_data(3), _data(2, seed=1)), (0, 1)),
+    Case("cross", lambda L, a, b: L.cross(a, b, dim=1), (_data(4, 3), _data(1, 3, seed=1)),
+         (0, 1)),
+    Case("cross-first-size-3", lambda L, a, b: L.cross(a, b), (_data(3, 3, 2),
+                                                                 _data(3, 3, 2, seed=1)), (0, 1)),
 ]
 
 
@@ -31,3 +45,19 @@ def test_triangle_of_a_1d_tensor_is_an_error_naming_the_op():
     with pytest.raises(ShapeError, match=r"triu: .*at least 2 dimensions.*\(3,\)"):
         flow.triu(flow.zeros(3))
 
+
+
+def test_cross_needs_size_3_and_equal_ranks():
+    with pytest.raises(ShapeError, match=r"cross: .*size 3 at dim 0.*\(2, 3\)"):
+        flow.cross(flow.zeros(2, 3), flow.zeros(2, 3), dim=0)
+    with pytest.raises(ShapeError, match="same number of dimensions"):
+        flow.cross(flow.zeros(3), flow.zeros(2, 3))
+
+
+def test_diag_and_trace_reject_other_ranks():
+    with pytest.raises(ShapeError, match=r"diag: .*\(2, 2, 2\)"):
+        flow.diag(flow.zeros(2, 2, 2))
+    with pytest.raises(ShapeError, match=r"trace: .*\(3,\)"):
+        flow.trace(flow.zeros(3))
+    with pytest.raises(ShapeError, match="diagonal: dim1 and dim2"):
+        flow.diagonal(flow.zeros(2, 2), 0, 1, -1)
