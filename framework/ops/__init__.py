@@ -16,7 +16,7 @@ from .rules import ShapeError  # noqa: F401
 FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats", "scan", "shape",
             "join", "index", "gather", "linalg", "conv", "pool", "normalization", "loss",
             "instance_norm", "attention", "dropout", "random", "inplace", "resize",
-            "structure")
+            "structure", "sorting", "sampling", "counting")
 
 EXPORTS: dict = {}
 METHODS: dict = {}

@@ -248,6 +248,7 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """The elements where the (broadcast) mask is True, as a 1-d tensor; eager only."""
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise TypeError("masked_select: the mask must be a bool tensor")
+    _concrete(mask, "masked_select")  # in a trace: an error naming this op, not nonzero
     shape = broadcast_shapes(input.shape, mask.shape, op="masked_select")
     shape = shape or (1,)
     return getitem(broadcast_to(input, shape=shape), broadcast_to(mask, shape=shape))

@@ -55,10 +55,16 @@ def _array(t):
 
 
 def _concrete(t, what: str):
+    """The array behind `t` for an op whose result's shape depends on the values (eager only).
+    A traced tensor refuses to be read with the tracer's TraceError, which names the user's
+    line; the error raised here keeps that type and message and names the op first."""
     arr = _array(t)
     if arr is None:
-        raise RuntimeError(f"{what}: the result's shape depends on the tensor's values, which a "
-                           "static graph cannot know; use masked_fill/where, or run it eagerly")
+        try:
+            t.numpy()
+        except RuntimeError as exc:
+            raise type(exc)(f"{what} is eager-only: the result's shape depends on the tensor's "
+                            f"values, which a static graph cannot know; {exc}") from None
     return arr
 
 
