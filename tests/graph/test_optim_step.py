@@ -14,6 +14,18 @@ OPTIMIZERS = {
     "adamw_amsgrad": lambda ps: flow.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, amsgrad=True),
     "rmsprop": lambda ps: flow.optim.RMSprop(ps, lr=1e-2, momentum=0.5),
     "adagrad": lambda ps: flow.optim.Adagrad(ps, lr=1e-2, lr_decay=0.1),
+    "adadelta": lambda ps: flow.optim.Adadelta(ps, lr=1.0, weight_decay=1e-3),
+    "adamax": lambda ps: flow.optim.Adamax(ps, lr=1e-2, weight_decay=1e-3),
+    "nadam": lambda ps: flow.optim.NAdam(ps, lr=1e-2, weight_decay=0.1),
+    "nadamw": lambda ps: flow.optim.NAdam(ps, lr=1e-2, weight_decay=0.1,
+                                          decoupled_weight_decay=True),
+    # rho_t passes 5 at step 6: both sides of RAdam's switch replay
+    "radam": lambda ps: flow.optim.RAdam(ps, lr=1e-2, weight_decay=0.1),
+    "radamw": lambda ps: flow.optim.RAdam(ps, lr=1e-2, weight_decay=0.1,
+                                          decoupled_weight_decay=True),
+    "rprop": lambda ps: flow.optim.Rprop(ps, lr=1e-2, step_sizes=(1e-3, 0.02)),
+    # t0=3: the average switches from copying to averaging mid-run
+    "asgd": lambda ps: flow.optim.ASGD(ps, lr=0.05, lambd=0.01, t0=3, weight_decay=1e-3),
 }
 
 
