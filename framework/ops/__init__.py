@@ -16,7 +16,8 @@ from .rules import ShapeError  # noqa: F401
 FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats", "scan", "shape",
             "join", "index", "gather", "linalg", "conv", "pool", "normalization", "loss",
             "instance_norm", "attention", "dropout", "random", "inplace", "resize",
-            "structure", "sorting", "sampling", "counting")
+            "structure", "sorting", "sampling", "counting",
+            "cumulative")
 
 EXPORTS: dict = {}
 METHODS: dict = {}
