@@ -6,6 +6,7 @@ a traced step replays correctly on either side of it.
 """
 from __future__ import annotations
 
+from .. import dtype as dt
 from ..creation import zeros_like
 from ..ops.compare import where
 from .optimizer import (Optimizer, check_betas, check_kernel_choices, check_non_negative,
@@ -42,12 +43,18 @@ class RAdam(Optimizer):
             grad = with_weight_decay(grad, p, weight_decay)
         exp_avg = state["exp_avg"].lerp_(grad, 1 - beta1)
         exp_avg_sq = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        bias_correction2 = 1 - beta2 ** step
+        momentum_step = exp_avg / (1 - beta1 ** step) * group["lr"]
         rho_inf = 2 / (1 - beta2) - 1
+        if rho_inf <= 5:          # rho_t < rho_inf never passes 5: momentum SGD throughout
+            p.sub_(momentum_step)
+            return
+        # rho_t is a difference of numbers near rho_inf (~2000 for beta2 = 0.999): float32
+        # would lose 4 digits of it, so the step count is taken to float64 here
+        step = step.to(dt.float64)
+        bias_correction2 = 1 - beta2 ** step
         rho_t = rho_inf - 2 * step * beta2 ** step / bias_correction2
-        # negative below rho_t = 4, where it is not used: clamped so sqrt stays real
+        # negative for 2 < rho_t < 4, where it is not used: clamped so sqrt stays real
         rect = ((rho_t - 4) * (rho_t - 2) * rho_inf /
                 ((rho_inf - 4) * (rho_inf - 2) * rho_t)).clamp(min=0).sqrt()
-        momentum_step = exp_avg / (1 - beta1 ** step) * group["lr"]
         adaptive = bias_correction2.sqrt() / (exp_avg_sq.sqrt() + group["eps"])
         p.sub_(where(rho_t > 5, momentum_step * adaptive * rect, momentum_step))

@@ -68,7 +68,10 @@ def test_lr_may_be_a_0d_tensor():
     """Graph mode substitutes a 0-d tensor for group['lr']; updates must give the same values."""
     for cls, kw in [(optim.SGD, dict(momentum=0.9, nesterov=True, weight_decay=0.1)),
                     (optim.Adam, {}), (optim.AdamW, {}), (optim.RMSprop, dict(centered=True)),
-                    (optim.Adagrad, dict(lr_decay=0.1))]:
+                    (optim.Adagrad, dict(lr_decay=0.1)), (optim.Adadelta, {}),
+                    (optim.Adamax, {}), (optim.NAdam, dict(weight_decay=0.1)),
+                    (optim.RAdam, dict(decoupled_weight_decay=True, weight_decay=0.1)),
+                    (optim.Rprop, {}), (optim.ASGD, dict(t0=2))]:
         ref_params, params = _params(), _params()
         ref = _run(cls(ref_params, lr=0.05, **kw), ref_params, 5)
         opt = cls(params, lr=0.05, **kw)
@@ -81,6 +84,12 @@ def test_lr_may_be_a_0d_tensor():
     (optim.Adam, dict(amsgrad=True, weight_decay=0.1)),
     (optim.RMSprop, dict(momentum=0.5, centered=True)),
     (optim.Adagrad, dict(initial_accumulator_value=0.1)),
+    (optim.Adadelta, dict(rho=0.8, weight_decay=0.1)),
+    (optim.Adamax, dict(weight_decay=0.1)),
+    (optim.NAdam, dict(momentum_decay=0.05, decoupled_weight_decay=True, weight_decay=0.1)),
+    (optim.RAdam, dict(weight_decay=0.1)),               # resumes across the switch at step 6
+    (optim.Rprop, dict(etas=(0.4, 1.5))),
+    (optim.ASGD, dict(t0=2, lambd=0.1)),                 # resumes while averaging
 ])
 def test_state_dict_round_trip_resumes_identically(cls, kw):
     params = _params()
@@ -224,7 +233,9 @@ def test_trajectory_matches_torch(name, kw, precision):
 def test_param_groups_and_state_dict_keys_match_torch():
     torch = pytest.importorskip("torch")
     for name, kw in [("SGD", dict(momentum=0.9)), ("Adam", dict(amsgrad=True)), ("AdamW", {}),
-                     ("RMSprop", dict(momentum=0.9, centered=True)), ("Adagrad", {})]:
+                     ("RMSprop", dict(momentum=0.9, centered=True)), ("Adagrad", {}),
+                     ("Adadelta", {}), ("Adamax", {}), ("NAdam", {}), ("RAdam", {}),
+                     ("Rprop", {}), ("ASGD", {})]:
         ours = getattr(optim, name)(_params(), **kw)
         _run(ours, ours.param_groups[0]["params"], 1)
         tp = [torch.zeros(s, requires_grad=True) for s in SHAPES]
@@ -248,6 +259,12 @@ GRAPH_CONFIGS = [
     (optim.AdamW, dict(lr=0.01)),
     (optim.RMSprop, dict(lr=0.01, centered=True, momentum=0.5)),
     (optim.Adagrad, dict(lr=0.1, lr_decay=0.1)),
+    (optim.Adadelta, dict(lr=1.0, weight_decay=0.01)),
+    (optim.Adamax, dict(lr=0.01)),
+    (optim.NAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    (optim.RAdam, dict(lr=0.01, weight_decay=0.1)),      # rho_t passes 5 at step 6
+    (optim.Rprop, dict(lr=0.01)),
+    (optim.ASGD, dict(lr=0.01, t0=2, lambd=0.1)),
 ]
 
 
