@@ -71,7 +71,8 @@ def _lower_isin(ctx, node):
     pairs = ctx.emit("Equal", [ctx.unsqueeze(ctx.input(node, 0), [ndim]),
                                ctx.reshape(ctx.input(node, 1), [-1])])
     found = ctx.reduce("ReduceSum", ctx.cast(pairs, dt.int64), [ndim], False)
-    return ctx.emit("Equal" if node.attrs["invert"] else "Greater", [found, ctx.scalar(0, dt.int64)])
+    test = "Equal" if node.attrs["invert"] else "Greater"
+    return ctx.emit(test, [found, ctx.scalar(0, dt.int64)])
 
 
 isin_op = defop(

@@ -62,7 +62,8 @@ def _check_weights(input) -> None:
 def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None):
     """`num_samples` category indices per row of the 1-d or 2-d weights `input`."""
     if input.ndim not in (1, 2):
-        raise ValueError(f"multinomial: expected 1-d or 2-d weights, got shape {tuple(input.shape)}")
+        raise ValueError(f"multinomial: expected 1-d or 2-d weights, got shape "
+                         f"{tuple(input.shape)}")
     if not input.dtype.is_floating_point:
         raise TypeError(f"multinomial: expected floating-point weights, got {input.dtype.name}")
     categories = input.shape[-1]

@@ -82,12 +82,14 @@ def _searchsorted_kernel(xp, seq, values, right, out_int32):
     return out.reshape(values.shape)
 
 
-def _searchsorted_rule(seq, values, right, out_int32):
-    if len(seq.shape) != 1 and (len(seq.shape) != len(values.shape)
-                                or seq.shape[:-1] != values.shape[:-1]):
+def _check_boundaries(seq: tuple, values: tuple) -> None:
+    if len(seq) != 1 and (len(seq) != len(values) or seq[:-1] != values[:-1]):
         raise ShapeError(f"searchsorted: the boundaries must be 1-d or share all but the last "
-                         f"dimension with the values; got boundaries {tuple(seq.shape)} and "
-                         f"values {tuple(values.shape)}")
+                         f"dimension with the values; got boundaries {seq} and values {values}")
+
+
+def _searchsorted_rule(seq, values, right, out_int32):
+    _check_boundaries(tuple(seq.shape), tuple(values.shape))
     return TensorType(values.shape, dt.int32 if out_int32 else dt.int64, values.device)
 
 
@@ -155,6 +157,7 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
             raise ShapeError(f"searchsorted: sorter {tuple(sorter.shape)} must have the "
                              f"boundaries' shape {tuple(sorted_sequence.shape)}")
         sorted_sequence = gather(sorted_sequence, -1, sorter)
+    _check_boundaries(tuple(sorted_sequence.shape), tuple(getattr(input, "shape", ())))
     return searchsorted_op(sorted_sequence, input, right=bool(right), out_int32=bool(out_int32))
 
 
