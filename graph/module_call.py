@@ -18,13 +18,12 @@ from .cache import GraphCache
 from .compiler import compile_graph
 from .memory import aliases_input
 from .passes.checkpoint import checkpoint_pass
-from .pytree import flatten, unflatten
+from .pytree import flatten, flatten_args, map_tensors, unflatten
 from .split import split_forward_backward
+from .state import Snapshot, StateCapture, read_state, state_attrs, write_back
 from .trace import Trace, scope_names, signature
 from .tracer import tracing
 
-_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_trees: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # module -> its walk
 _checkpointed: "weakref.WeakSet" = weakref.WeakSet()
 
 
@@ -67,97 +66,135 @@ def module_call(module, args: tuple, kwargs: dict):
             return module._call_impl(*args, **kwargs)
         finally:
             tr.scopes.pop()
-    if kwargs:
-        keys = tuple(kwargs)
-        args = tuple(args) + tuple(kwargs[k] for k in keys)
+    walk = module_tree(module)
+    if kwargs or walk.attrs:
+        call = (args, kwargs, tuple(read_state(walk.attrs)))
+        leaves, structure = flatten_args(call)
     else:
-        keys = ()
-    modules, all_params, structure = module_tree(module)
-    params = [p for p in all_params if p.requires_grad]
+        call = None
+        leaves, structure = flatten_args(args)
+    params = walk.grad_params
     needs_grad = dispatch.state.grad_enabled and (
-        bool(params) or any(isinstance(a, Tensor) and a.requires_grad for a in args))
-    training = tuple([m.training for m in modules])
+        bool(params) or any(t.requires_grad for t in leaves))
+    training = tuple([m.training for m in walk.modules])
     scopes = _checkpoint_scopes(module) if needs_grad else ()
-    key = signature(args, (training, needs_grad, keys, scopes, structure))
-    cache = _caches.get(module)
+    key = signature(leaves, (structure, training, needs_grad, scopes, walk.ids))
+    cache = module.__dict__.get("_graph_cache")
     if cache is None:
-        cache = _caches[module] = GraphCache(type(module).__name__)
+        cache = module.__dict__["_graph_cache"] = GraphCache(type(module).__name__)
     entry = cache.get(key)
-    if entry is None:
-        entry = _compile(module, args, keys, needs_grad, params, scopes)
-        entry.modules = modules   # alive with the entry: their ids in `structure` stay theirs
-        cache.put(key, entry)
-    return entry.run(args)
+    if entry is not None:
+        return entry.run(leaves)
+    snapshot = Snapshot(walk.modules)
+    try:
+        entry = _compile(module, walk, (args, kwargs, ()) if call is None else call, leaves,
+                         needs_grad, params, scopes, snapshot)
+        out = entry.run(leaves)
+    except BaseException:
+        snapshot.restore()
+        raise
+    entry.walk = walk   # alive with the entry: the ids in the key stay theirs
+    cache.put(key, entry)
+    return out
 
 
-def module_tree(module) -> tuple:
-    """(the modules, the parameters, their identities) of `module`'s tree, walked again only after
-    some module's tables changed (`nn.module.tree_version`): a walk costs ~8 µs for a five-layer
-    MLP, on every call. The identities are part of the cache key: a replaced layer compiles anew."""
-    walked = _trees.get(module)
-    if walked is None or walked[0] != tree_version[0]:
-        modules, params = list(module.modules()), list(module.parameters())
-        walked = _trees[module] = (tree_version[0], modules, params,
-                                   tuple(map(id, modules)) + tuple(map(id, params)))
-    return walked[1:]
+class Walk:
+    """A module tree as a compiled call sees it: its modules, parameters (those that want
+    gradients), the plain tensor attributes it reads as inputs (`state.state_attrs`), and the
+    identities of all of these, which are part of the cache key (a replaced layer, parameter or
+    buffer compiles anew)."""
+    __slots__ = ("version", "modules", "params", "grad_params", "attrs", "attr_names", "ids")
+
+    def __init__(self, module):
+        self.version = tree_version[0]
+        self.modules = list(module.modules())
+        self.params = list(module.parameters())
+        self.grad_params = [p for p in self.params if p.requires_grad]
+        self.attrs = state_attrs(self.modules)
+        self.attr_names = {(id(m), name) for m, name in self.attrs}
+        buffers = [b for m in self.modules for b in m._buffers.values()]
+        self.ids = tuple(map(id, self.modules)) + tuple(map(id, self.params)) + tuple(
+            map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs)
+
+
+def module_tree(module) -> Walk:
+    """`module`'s walk, made again only after some module's tables or tensor attributes changed
+    (`nn.module.tree_version`): a walk costs ~10 µs for a five-layer MLP, on every call. It is
+    kept on the module itself, so it goes when the module goes."""
+    walk = module.__dict__.get("_graph_walk")
+    if walk is None or walk.version != tree_version[0]:
+        walk = module.__dict__["_graph_walk"] = Walk(module)
+    return walk
+
+
+def graph_cache(module) -> GraphCache | None:
+    """The GRAPH-mode compile cache of a top-level module (None before its first call)."""
+    return module.__dict__.get("_graph_cache")
 
 
 def cache_info(module) -> dict:
     """Hits, misses, traces and size of the GRAPH-mode compile cache of a top-level module."""
-    cache = _caches.get(module)
+    cache = graph_cache(module)
     return cache.info() if cache is not None else GraphCache(type(module).__name__).info()
 
 
-def _call(module, traced_args, keys):
-    n = len(traced_args) - len(keys)
-    return module._call_impl(*traced_args[:n], **dict(zip(keys, traced_args[n:])))
-
-
-def _compile(module, args, keys, needs_grad, params, scopes=()):
+def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     root = type(module).__name__ if module in _checkpointed and scopes else ""
     names, module_names = scope_names({root: module})
-    trace = Trace(type(module).__name__, names, module_names)
+    name = type(module).__name__
+    trace = Trace(name, names, module_names)
     with trace:
-        traced = trace.inputs(args)
+        traced = trace.inputs(leaves)
+        it = iter(traced)
+        args, kwargs, state = map_tensors(call, lambda t: next(it))
+        capture = StateCapture(trace.tracer, walk.modules, walk.attrs, snapshot)
+        capture.swap_in(state)
         trace.tracer.scopes.append(root)
         try:
-            out = _call(module, traced, keys)
+            out = module._call_impl(*args, **kwargs)
         finally:
             trace.tracer.scopes.pop()
-        leaves, tree = flatten(out, f"{type(module).__name__}.forward() output")
-        n_out = len(leaves)
+        out_leaves, tree = flatten(out, f"{name}.forward() output")
+        written, state_leaves = capture.collect()
+        n_user = len(out_leaves)
+        leaves_out = out_leaves + state_leaves
         if not needs_grad:
-            trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
+            trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves_out]
             exe, report = compile_graph(trace.graph)
-            return ForwardEntry(exe, tree)
-        wrt = params + [t for t in traced if isinstance(t, Tensor) and t.requires_grad]
-        diff = [t for t in leaves if t.requires_grad]
+            return ForwardEntry(exe, tree, n_user, written, walk.attr_names)
+        wrt = params + [t for t in traced if t.requires_grad]
+        diff = [t for t in out_leaves if t.requires_grad]
         seeds = [trace.tracer.input(t._value.type, f"grad_{i}") for i, t in enumerate(diff)]
         grads = engine.grad(diff, wrt, seeds, allow_unused=True) if diff else [None] * len(wrt)
     have = [i for i, g in enumerate(grads) if g is not None]
-    trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves] + [
+    trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves_out] + [
         trace.tracer.value_of(grads[i]) for i in have]
     if scopes:  # on the joint graph: recomputed copies land in the backward half of the split
         checkpoint_pass(scopes)(trace.graph)
-    fwd, bwd, residuals = split_forward_backward(trace.graph, n_out, [s._value for s in seeds])
+    fwd, bwd, residuals = split_forward_backward(trace.graph, len(leaves_out),
+                                                 [s._value for s in seeds])
     fwd_exe, _ = compile_graph(fwd)
     bwd_exe, _ = compile_graph(bwd)
-    input_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-    diff_positions = [i for i, t in enumerate(leaves) if t.requires_grad]
-    return JointEntry(fwd_exe, bwd_exe, tree, n_out, len(residuals), params, input_positions,
-                      diff_positions, have, type(module).__name__)
+    input_positions = [i for i, t in enumerate(leaves) if t.requires_grad]
+    diff_positions = [i for i, t in enumerate(out_leaves) if t.requires_grad]
+    return JointEntry(fwd_exe, bwd_exe, tree, n_user, len(leaves_out), len(residuals), params,
+                      input_positions, diff_positions, have, name, written, walk.attr_names)
 
 
-def _arrays(args) -> list:
-    return [a._data for a in args if isinstance(a, Tensor)]
+def _arrays(leaves) -> list:
+    return [t._data for t in leaves]
 
 
 class ForwardEntry:
-    def __init__(self, exe, tree):
-        self.exe, self.tree = exe, tree
+    def __init__(self, exe, tree, n_user, written, state_names):
+        self.exe, self.tree, self.n_user = exe, tree, n_user
+        self.written, self.state_names = written, state_names
 
-    def run(self, args):
-        outs = self.exe(_arrays(args))
+    def run(self, leaves):
+        outs = self.exe(_arrays(leaves))
+        if self.written:
+            write_back(self.written, self.state_names, outs[self.n_user:])
+            outs = outs[:self.n_user]
         return unflatten(self.tree, [Tensor._wrap(o) for o in outs])
 
 
@@ -216,22 +253,30 @@ def _shared_outputs(graph) -> set:
 
 
 class JointEntry:
-    def __init__(self, fwd, bwd, tree, n_out, n_res, params, input_positions, diff_positions,
-                 have, name):
-        self.fwd, self.bwd, self.tree, self.n_out, self.n_res = fwd, bwd, tree, n_out, n_res
+    """A compiled call with gradients: the forward graph returns the user's outputs, the module
+    attributes it assigned, then the residuals; the call joins eager autograd as one tape node
+    whose outputs are the user's outputs, each at its own position (`_output_nr`)."""
+
+    def __init__(self, fwd, bwd, tree, n_user, n_out, n_res, params, input_positions,
+                 diff_positions, have, name, written, state_names):
+        self.fwd, self.bwd, self.tree, self.n_res = fwd, bwd, tree, n_res
+        self.n_user, self.n_out = n_user, n_out
         self.shared = _shared_outputs(bwd.graph)
         self.params, self.input_positions = params, input_positions
         self.diff_positions, self.have, self.name = diff_positions, have, name
+        self.written, self.state_names = written, state_names
 
-    def run(self, args):
-        res = self.fwd(_arrays(args))
-        outs = [Tensor._wrap(o) for o in res[:self.n_out]]
-        inputs = self.params + [args[i] for i in self.input_positions]
+    def run(self, leaves):
+        res = self.fwd(_arrays(leaves))
+        n_user = self.n_user
+        outs = [Tensor._wrap(o, i) for i, o in enumerate(res[:n_user])]
+        if self.written:
+            write_back(self.written, self.state_names, res[n_user:self.n_out])
+        inputs = self.params + [leaves[i] for i in self.input_positions]
         op = _CompiledBackward(self, len(inputs))
         inputs += [Tensor._wrap(r) for r in res[self.n_out:]]
         del res
-        diff = [outs[i] for i in self.diff_positions]
-        if diff:
+        if self.diff_positions:
             engine.record(op, inputs, {}, tuple(outs) if len(outs) > 1 else outs[0])
             for i, o in enumerate(outs):  # record() marks float outputs; keep only differentiable
                 if i not in self.diff_positions:

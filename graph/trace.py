@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dualflow.mode import GRAPH, get_mode, set_mode
+from dualflow.mode import GRAPH, mode
 from dualflow.ops import dispatch
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
@@ -13,20 +13,15 @@ from .pytree import flatten
 from .tracer import TracedTensor, Tracer
 
 
-def signature(args, extra=()) -> tuple:
-    """What a compiled graph depends on besides tensor values. Read off the arrays themselves
-    (shape, NumPy dtype, array type; the device only for non-NumPy arrays): this runs on every
-    call of a compiled graph."""
+def signature(leaves: list, extra=()) -> tuple:
+    """What a compiled graph depends on besides tensor values: each tensor leaf's type (read off
+    the arrays themselves: shape, NumPy dtype, array type; the device only for non-NumPy
+    arrays), `extra` (the arguments' structure, flags) and grad mode. Runs on every call."""
     key = []
-    for a in args:
-        if isinstance(a, Tensor):
-            d = a._data
-            where = None if type(d) is np.ndarray else str(a.device)
-            key.append((d.shape, d.dtype, where, a.requires_grad))
-        elif isinstance(a, (tuple, list)):
-            key.append((type(a).__name__, signature(a)))
-        else:
-            key.append(("py", repr(a)))
+    for a in leaves:
+        d = a._data
+        where = None if type(d) is np.ndarray else str(a.device)
+        key.append((d.shape, d.dtype, where, a.requires_grad))
     return tuple(key) + tuple(extra) + (dispatch.state.grad_enabled,)
 
 
@@ -49,28 +44,24 @@ class Trace:
         self.graph = Graph(name)
         self.tracer = Tracer(self.graph, names)
         self.tracer.module_names = module_names or {}
-        self._prev_mode = None
+        self._graph_mode = None
 
     def inputs(self, args) -> list:
-        """Replace tensor arguments by traced graph inputs (other arguments are baked in)."""
-        out = []
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor):
-                out.append(self.tracer.input(TensorType(a.shape, a.dtype, a.device),
-                                             f"input{i}", a.requires_grad))
-            else:
-                out.append(a)
-        return out
+        """Traced graph inputs standing for the tensors among `args` (a call's tensor leaves;
+        other values pass through unchanged)."""
+        return [self.tracer.input(TensorType(a.shape, a.dtype, a.device), f"input{i}",
+                                  a.requires_grad) if isinstance(a, Tensor) else a
+                for i, a in enumerate(args)]
 
     def __enter__(self) -> "Trace":
         dispatch.state.interpreters.append(self.tracer)
-        self._prev_mode = get_mode()
-        set_mode(GRAPH)  # nested Module calls report their scope to the tracer
+        self._graph_mode = mode(GRAPH)  # this thread's nested Module calls report their scope
+        self._graph_mode.__enter__()    # to the tracer
         return self
 
     def __exit__(self, *exc):
         dispatch.state.interpreters.pop()
-        set_mode(self._prev_mode)
+        self._graph_mode.__exit__(None, None, None)
         return False
 
     def set_outputs(self, result, what: str = "build() output") -> object:

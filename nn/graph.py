@@ -19,7 +19,8 @@ from dualflow.graph.trace import scope_names
 from dualflow.graph.cache import GraphCache
 from dualflow.graph.module_call import module_tree
 from dualflow.graph.optim_step import LrBinding, check_state_in_place
-from dualflow.graph.pytree import flatten, unflatten
+from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.graph.state import Snapshot, StateCapture, read_state, write_back
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
@@ -84,19 +85,25 @@ class GraphConfig:
 
 
 class _TrainEntry:
-    def __init__(self, exe, tree, n_out, grad_params, lr_bindings, report):
-        self.exe, self.tree, self.n_out = exe, tree, n_out
-        self.grad_params, self.lr_bindings, self.report = grad_params, lr_bindings, report
+    """A compiled build: its outputs (`n_user`), the module attributes it assigned (written back
+    each run), then the gradients of the parameters it leaves to the caller."""
 
-    def run(self, args):
+    def __init__(self, exe, tree, n_user, n_out, grad_params, lr_bindings, report, written,
+                 state_names):
+        self.exe, self.tree, self.n_user, self.n_out = exe, tree, n_user, n_out
+        self.grad_params, self.lr_bindings, self.report = grad_params, lr_bindings, report
+        self.written, self.state_names = written, state_names
+
+    def run(self, leaves):
         for b in self.lr_bindings:
             b.refresh()
-        res = self.exe([a._data for a in args if isinstance(a, Tensor)])
+        res = self.exe([t._data for t in leaves])
+        if self.written:
+            write_back(self.written, self.state_names, res[self.n_user:self.n_out])
         if self.grad_params:
             for p, arr in zip(self.grad_params, res[self.n_out:]):
                 p.grad = Tensor._wrap(arr) if p.grad is None else Tensor._wrap(p.grad._data + arr)
-            res = res[:self.n_out]
-        return unflatten(self.tree, [Tensor._wrap(o) for o in res])
+        return unflatten(self.tree, [Tensor._wrap(o) for o in res[:self.n_user]])
 
 
 class Graph:
@@ -209,29 +216,54 @@ class Graph:
     def __call__(self, *args):
         if len(args) not in self._arities_checked:
             self._check_arity(args)
+        walks = [module_tree(root) for root in self._modules.values()]
         if self._optimizers and not self._warmed:
+            snapshot = Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers])
+            try:
+                with mode(EAGER):
+                    out = self._step(args)
+            except BaseException:
+                snapshot.restore()
+                raise
             self._warmed = True
-            with mode(EAGER):
-                out = self._step(args)
             out = _detach_tree(out)
         else:
-            trees = [module_tree(root) for root in self._modules.values()]
-            training = tuple([m.training for t in trees for m in t[0]])
+            attrs = tuple(a for w in walks for a in w.attrs)
+            if attrs:
+                call = (args, tuple(read_state(attrs)))
+                leaves, structure = flatten_args(call)
+            else:
+                call = None
+                leaves, structure = flatten_args(args)
+            training = tuple([m.training for w in walks for m in w.modules])
             versions = tuple([opt._version for opt, _ in self._optimizers])
-            key = signature(args, (training, self.config.version, versions,
-                                   tuple([t[2] for t in trees])))
+            key = signature(leaves, (structure, training, self.config.version, versions,
+                                     tuple([w.ids for w in walks])))
             entry = self._cache.get(key)
             if entry is None:
-                entry = self._compile(args)
-                entry.modules = trees   # alive with the entry: the ids in the key stay theirs
+                out, entry = self._first_run(walks, (args, ()) if call is None else call,
+                                             leaves, attrs)
+                entry.walks = walks   # alive with the entry: the ids in the key stay theirs
                 self._cache.put(key, entry)
+            else:
+                out = entry.run(leaves)
             if entry is not self._last:   # (our __setattr__ costs a Python call)
                 self._last = entry
-            out = entry.run(args)
         for _, sch in self._optimizers:
             if sch is not None:
                 sch.step()
         return out
+
+    def _first_run(self, walks, call, leaves, attrs):
+        """Trace, compile and run once; on any failure everything the call touched (modules,
+        gradients, optimizer state and groups) is put back and nothing is cached."""
+        snapshot = Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers])
+        try:
+            entry = self._compile(call, leaves, attrs, snapshot)
+            return entry.run(leaves), entry
+        except BaseException:
+            snapshot.restore()
+            raise
 
     def _step(self, args):
         """One call's work, identical when run eagerly or traced."""
@@ -284,11 +316,12 @@ class Graph:
                         names[id(t)] = f"optimizer{oi}.{names.get(id(p), 'param')}.{key}"
         return names, module_names
 
-    def _compile(self, args):
+    def _compile(self, call, leaves, attrs, snapshot):
         names, module_names = self._names()
         params = self._parameters()
         bindings = self._bind_lrs(names)
         stash = {id(p): p.grad for p in params}
+        modules = [m for m, *_ in snapshot.modules]
         trace = Trace(type(self).__name__, names, module_names)
         try:
             for p in params:
@@ -296,10 +329,16 @@ class Graph:
             for b in bindings:
                 b.group["lr"] = b.tensor
             with trace:
-                out = self._step(trace.inputs(args))
-                leaves, tree = flatten(out, f"{type(self).__name__}.build() output")
+                it = iter(trace.inputs(leaves))
+                args, state = map_tensors(call, lambda t: next(it))
+                capture = StateCapture(trace.tracer, modules, attrs, snapshot)
+                capture.swap_in(state)
+                out = self._step(args)
+                out_leaves, tree = flatten(out, f"{type(self).__name__}.build() output")
+                written, state_leaves = capture.collect()
                 grad_params = [p for p in params if isinstance(p.grad, TracedTensor)]
-                values = [trace.tracer.value_of(t) for t in leaves + [p.grad for p in grad_params]]
+                values = [trace.tracer.value_of(t) for t in
+                          out_leaves + state_leaves + [p.grad for p in grad_params]]
             for opt, _ in self._optimizers:
                 check_state_in_place(opt)
         finally:
@@ -309,7 +348,9 @@ class Graph:
                 p.grad = stash[id(p)]
         trace.graph.outputs = values
         exe, report = compile_graph(trace.graph, config=self.config, module_names=module_names)
-        entry = _TrainEntry(exe, tree, len(leaves), grad_params, bindings, report)
+        names_read = {(id(m), n) for m, n in attrs}
+        entry = _TrainEntry(exe, tree, len(out_leaves), len(out_leaves) + len(state_leaves),
+                            grad_params, bindings, report, written, names_read)
         if self._debug_level >= 0:
             print(f"[dualflow] compiled {type(self).__name__}: {report['nodes_traced']} nodes "
                   f"traced, {report['nodes']} after passes, {report['compile_seconds']:.3f}s")
@@ -329,6 +370,16 @@ class Graph:
                 names[id(b.tensor)] = f"optimizer{oi}.group{gi}.lr"
                 out.append(b)
         return out
+
+
+def _modules_of(walks) -> list:
+    seen, out = set(), []
+    for w in walks:
+        for m in w.modules:
+            if id(m) not in seen:
+                seen.add(id(m))
+                out.append(m)
+    return out
 
 
 def _detach_tree(out):

@@ -15,7 +15,7 @@ import numpy as np
 
 from dualflow import dtype as _dt
 from dualflow.mode import GRAPH as _GRAPH
-from dualflow.mode import _mode as _current_mode
+from dualflow.mode import state as _mode_state
 from dualflow.device import Device
 from dualflow.eager.grad_mode import no_grad
 from dualflow.tensor import Tensor
@@ -23,7 +23,8 @@ from dualflow.tensor import Tensor
 from .parameter import Parameter
 
 _graph_call = None   # installed by the graph front end: _graph_call(module, args, kwargs)
-tree_version = [0]   # bumped by every change to any module's parameter/buffer/child tables
+tree_version = [0]
+_STATEFUL = (Tensor, tuple, list, dict)   # attribute values that may hold tensors   # bumped by every change to any module's parameter/buffer/child tables
 
 
 class _Members(OrderedDict):
@@ -131,7 +132,7 @@ class Module:
 
     # ---- calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if _graph_call is not None and _current_mode[0] == _GRAPH:
+        if _graph_call is not None and _mode_state.current == _GRAPH:
             return _graph_call(self, args, kwargs)
         return self._call_impl(*args, **kwargs)
 
@@ -234,7 +235,13 @@ class Module:
                                 "(dualflow.Tensor or None expected)")
             self._buffers[name] = value
         else:
+            if isinstance(value, _STATEFUL) or isinstance(self.__dict__.get(name), _STATEFUL):
+                tree_version[0] += 1   # a tensor attribute is state a compiled call reads
             object.__setattr__(self, name, value)
+
+    def __getstate__(self) -> dict:
+        """Compiled-graph caches (`_graph_*`) stay with the original: a copy compiles its own."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_graph_")}
 
     def _forget(self, name: str, keep: dict | None = None) -> None:
         """Drop `name` from every table but `keep` (where it is about to be re-registered, so it

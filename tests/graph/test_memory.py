@@ -126,10 +126,10 @@ def test_optimizer_updates_run_in_place_in_the_parameters():
 
 def test_backward_graph_frees_residuals_at_their_last_use():
     model, x, _ = make("mlp", flow.float32)
-    from dualflow.graph.module_call import _caches
+    from dualflow.graph.module_call import graph_cache
     with flow.mode(flow.GRAPH):
         model(x).sum().backward()
-    (entry,) = _caches[model].values()
+    (entry,) = graph_cache(model).values()
     code = entry.bwd.code
     assert "I.clear()" in code                         # the caller's list does not pin them
     residuals = [f"v{v.id}" for v in entry.bwd.graph.inputs]

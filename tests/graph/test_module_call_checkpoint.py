@@ -5,7 +5,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph.module_call import _caches, activation_checkpointing
+from dualflow.graph.module_call import activation_checkpointing, graph_cache
 
 from .models import make
 
@@ -29,7 +29,7 @@ def _train(name, checkpoint, steps=3):
             loss.backward()
             opt.step()
             losses.append(loss.item())
-    entry = next(iter(_caches[model]._entries.values()))
+    entry = next(iter(graph_cache(model)._entries.values()))
     return losses, {k: v.detach().numpy() for k, v in model.state_dict().items()}, entry
 
 
@@ -80,7 +80,7 @@ def test_checkpointing_the_top_level_module():
         model(x).square().sum().backward()
     for p, r in zip(model.parameters(), ref):
         np.testing.assert_array_equal(p.grad.numpy(), r)
-    entry = _caches[model]._entries[next(reversed(_caches[model]._entries))]
+    entry = graph_cache(model)._entries[next(reversed(graph_cache(model)._entries))]
     assert any(n.grad_enabled for n in entry.bwd.graph.nodes)
 
 

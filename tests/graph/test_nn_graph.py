@@ -76,9 +76,18 @@ def test_item_inside_build_is_an_error():
 def test_build_must_return_tensors():
     class Bad(nn.Graph):
         def build(self, x):
-            return x, "label"
+            return x, object()
     with pytest.raises(TypeError, match="only return tensors"):
         Bad()(flow.ones(2))
+
+
+def test_build_may_return_numbers_and_strings_alongside_tensors():
+    class Labelled(nn.Graph):
+        def build(self, x):
+            return {"out": x * 2, "label": "double", "scale": 2, "none": None}
+    out = Labelled()(flow.ones(2))
+    assert out["label"] == "double" and out["scale"] == 2 and out["none"] is None
+    np.testing.assert_array_equal(out["out"].numpy(), [2.0, 2.0])
 
 
 def test_wrong_number_of_inputs():

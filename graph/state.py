@@ -1,0 +1,173 @@
+"""What a traced call may change outside its graph, made explicit and undoable.
+
+Parameters and buffers are bound to a graph by reference and updated in place (state updates).
+Two more kinds of state need care, because real programs use them:
+
+* **Plain tensor attributes** of modules (`self.mask = ...`, a cached causal mask; a hidden state
+  kept on the module). They are *functionalized*: every tensor held in a plain attribute is a
+  graph input, read afresh on each call (so a value set by the user between calls is seen), and
+  an attribute the traced code assigns becomes a graph output that each run writes back to the
+  module. No traced tensor is ever left behind on a module.
+* **A failed call**: tracing, compiling or the first run may raise (a bad shape is enough). The
+  `Snapshot` taken before the call puts back every module attribute, buffer, gradient and
+  optimizer state and group the call touched, so the next good call starts from exactly where the
+  failed one did.
+
+A buffer reassigned while tracing (`self.running = self.running * m + x * (1 - m)`) becomes an
+in-place state update of the buffer the graph is bound to (same shape and dtype required).
+"""
+from __future__ import annotations
+
+from dualflow.nn.module import tree_version
+from dualflow.tensor import Tensor
+
+from .pytree import contains_tensor, flatten, map_tensors, unflatten
+from .tracer import TraceError, TracedTensor
+
+_TABLES = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
+                     "_forward_pre_hooks", "_forward_hooks"})
+
+
+def state_attrs(modules) -> tuple:
+    """(module, attribute name) of every plain attribute that holds tensors: the graph inputs a
+    module call reads besides its arguments. Walked with the module tree (once per change)."""
+    return tuple((m, name) for m in modules for name, v in m.__dict__.items()
+                 if name not in _TABLES and not name.startswith("_graph_") and contains_tensor(v))
+
+
+def read_state(attrs: tuple) -> list:
+    return [m.__dict__.get(name) for m, name in attrs]
+
+
+class Snapshot:
+    """Everything a call may change on its modules and optimizers, to put back on failure."""
+
+    def __init__(self, modules, optimizers=()):
+        self.modules = [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters))
+                        for m in modules]
+        self.grads = [(p, p.grad) for _, _, _, params in self.modules
+                      for p in params.values() if p is not None]
+        self.optimizers = [(opt, {p: (s, dict(s)) for p, s in opt.state.items()},
+                            [(g, dict(g)) for g in opt.param_groups]) for opt in optimizers]
+
+    def restore_attributes(self) -> None:
+        """Module attributes and tables back as they were (tables bump `tree_version` only where
+        an entry really changes)."""
+        for m, attrs, buffers, params in self.modules:
+            d = m.__dict__
+            for name in [n for n in d if n not in attrs and not n.startswith("_graph_")]:
+                del d[name]
+            for name, v in attrs.items():
+                if d.get(name) is not v:
+                    d[name] = v
+            for table, saved in ((m._buffers, buffers), (m._parameters, params)):
+                for name in [n for n in table if n not in saved]:
+                    del table[name]
+                for name, v in saved.items():
+                    if table.get(name) is not v:
+                        table[name] = v
+
+    def restore(self) -> None:
+        self.restore_attributes()
+        for p, g in self.grads:
+            p.grad = g
+        for opt, state, groups in self.optimizers:
+            opt.state.clear()
+            for p, (inner, saved) in state.items():
+                inner.clear()
+                inner.update(saved)
+                opt.state[p] = inner
+            for group, saved in groups:
+                group.clear()
+                group.update(saved)
+
+
+class StateCapture:
+    """During a trace: module attributes holding tensors are swapped for the traced inputs; after
+    it, the attributes the traced code assigned are collected as outputs (`written`) and every
+    attribute is put back as it was before the trace."""
+
+    def __init__(self, tracer, modules, attrs: tuple, snapshot: Snapshot):
+        self.tracer, self.modules, self.attrs, self.snapshot = tracer, modules, attrs, snapshot
+        self.swapped: dict = {}
+
+    def swap_in(self, traced_values: list) -> None:
+        for (m, name), v in zip(self.attrs, traced_values):
+            m.__dict__[name] = v
+            self.swapped[(id(m), name)] = v
+
+    def collect(self) -> tuple[list, list]:
+        """([(module, name, tree)], traced leaves) of the attributes assigned while tracing.
+        Reassigned buffers become in-place state updates; a tensor traced by this graph left
+        anywhere else it cannot be written back from is an error, never a silent constant."""
+        written, leaves = [], []
+        for m in self.modules:
+            for name, v in list(m.__dict__.items()):
+                if name in _TABLES or self.swapped.get((id(m), name)) is v or \
+                        not self._holds_traced(v):
+                    continue
+                vl, tree = flatten(v, f"{type(m).__name__}.{name}")
+                self._check_no_grad(m, name, vl)
+                written.append((m, name, tree))
+                leaves += vl
+            for name, b in list(m._buffers.items()):
+                if isinstance(b, TracedTensor):
+                    self._buffer_update(m, name, b)
+        self.snapshot.restore_attributes()
+        return written, leaves
+
+    def _holds_traced(self, v) -> bool:
+        found = []
+        map_tensors(v, lambda t: found.append(isinstance(t, TracedTensor)) or t)
+        return any(found)
+
+    def _check_no_grad(self, m, name, leaves) -> None:
+        for t in leaves:
+            if t.requires_grad:
+                raise TraceError(
+                    f"{type(m).__name__}.{name} was assigned a tensor that requires grad while "
+                    f"being traced ({_where(t)}); a compiled graph writes such attributes back "
+                    "without their autograd history. Assign a detached tensor, or register it "
+                    "as a buffer, or run this module in eager mode")
+
+    def _buffer_update(self, m, name, traced) -> None:
+        old = self.snapshot_buffer(m, name)
+        if old is None or tuple(old.shape) != tuple(traced.shape) or old.dtype != traced.dtype:
+            raise TraceError(
+                f"buffer '{name}' of {type(m).__name__} was replaced while tracing ({_where(traced)}) "
+                f"by a tensor of another shape or dtype ({tuple(traced.shape)}, {traced.dtype}); a "
+                "compiled graph updates buffers in place. Keep the buffer's shape and dtype, or "
+                "run this module in eager mode")
+        self.tracer.store(old, traced)
+
+    def snapshot_buffer(self, m, name):
+        for mod, _, buffers, _ in self.snapshot.modules:
+            if mod is m:
+                return buffers.get(name)
+        return None
+
+
+def _where(t) -> str:
+    node = t._value.producer
+    return f"at {node.where()}" if node is not None and node.where() else "in the traced code"
+
+
+def write_back(written: list, state_names: set, arrays: list) -> None:
+    """Give each assigned attribute its new value from this run (`arrays`, in `collect` order)."""
+    k = 0
+    for m, name, tree in written:
+        n = _count_leaves(tree)
+        value = unflatten(tree, [Tensor._wrap(a) for a in arrays[k:k + n]])
+        k += n
+        if (id(m), name) not in state_names:   # a new state attribute: the walk must see it
+            tree_version[0] += 1
+        m.__dict__[name] = value
+
+
+def _count_leaves(tree) -> int:
+    if tree[0] == "T":
+        return 1
+    if tree[0] in ("N", "S"):
+        return 0
+    kids = tree[2] if tree[0] is dict else tree[1]
+    return sum(_count_leaves(t) for t in kids)
