@@ -8,8 +8,8 @@ from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import gradcheck
 
-_dispatch.state.record = engine.record
-_dispatch.state.make_inplace_rebase = engine.rebase_inplace
+_dispatch.hooks.record = engine.record
+_dispatch.hooks.make_inplace_rebase = engine.rebase_inplace
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode", "is_grad_enabled", "detect_anomaly",

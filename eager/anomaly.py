@@ -5,9 +5,11 @@ import os
 import sys
 import traceback
 
+from dualflow.thread_settings import ThreadSettings
 
-class _State:
-    enabled = False
+
+class _State(ThreadSettings):
+    enabled = False  # the process default (`set_detect_anomaly`); `detect_anomaly()` is per thread
 
 
 state = _State()
@@ -44,18 +46,17 @@ def check(node, in_grads) -> None:
 
 
 class detect_anomaly:  # noqa: N801 - PyTorch's name
-    """Context manager (and decorator) that turns on anomaly detection."""
+    """Context manager (and decorator) that turns on anomaly detection in the calling thread."""
 
     def __init__(self, check_nan: bool = True):
         self.check_nan = check_nan
 
     def __enter__(self):
-        self._prev = state.enabled
-        state.enabled = self.check_nan
+        self._token = state.override("enabled", self.check_nan)
         return self
 
     def __exit__(self, *exc):
-        state.enabled = self._prev
+        state.restore("enabled", self._token)
         return False
 
     def __call__(self, fn):
@@ -66,7 +67,8 @@ class detect_anomaly:  # noqa: N801 - PyTorch's name
 
 
 def set_detect_anomaly(mode: bool) -> None:
-    state.enabled = bool(mode)
+    """The process default, which every thread outside a `detect_anomaly()` block follows."""
+    state.set_default("enabled", bool(mode))
 
 
 def is_anomaly_enabled() -> bool:

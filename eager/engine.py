@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 import weakref
 
 from dualflow.ops import core as core_ops
@@ -211,7 +212,7 @@ def _dependencies(roots: list) -> dict:
     return deps
 
 
-class _WalkState:
+class _WalkState(threading.local):  # per thread: each thread's backward walk its own
     retain_graph = True   # outside any walk: nothing may be handed over
 
 

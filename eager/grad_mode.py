@@ -1,4 +1,7 @@
-"""Grad modes: `no_grad`, `enable_grad`, `set_grad_enabled` (context managers and decorators)."""
+"""Grad modes: `no_grad`, `enable_grad`, `set_grad_enabled` (context managers and decorators).
+
+Per thread, as in PyTorch: they change the calling thread only, and a new thread starts with
+gradients enabled (`dispatch.state` is thread-local)."""
 from __future__ import annotations
 
 import functools

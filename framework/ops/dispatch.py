@@ -8,6 +8,8 @@ gradients are on and an input requires grad, lets the autograd engine (installed
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import dtype as dt
@@ -15,14 +17,24 @@ from ..device import xp_of
 from ..tensor import Tensor
 
 
-class _State:
+class _State(threading.local):
+    """The calling thread's grad mode and interpreter stack. Per thread, as PyTorch's grad mode:
+    a new thread starts with gradients on and no tracer, whatever other threads do meanwhile
+    (`no_grad` in one thread, a trace in another)."""
     grad_enabled = True
-    interpreters: list = []      # stack; empty means eager
-    record = None                # installed by dualflow.eager: record(op, inputs, attrs, out)
-    make_inplace_rebase = None   # installed by dualflow.eager
+
+    def __init__(self):
+        self.interpreters: list = []   # stack; empty means eager
+
+
+class _Hooks:
+    """Installed once by dualflow.eager, for every thread."""
+    record = None                # record(op, inputs, attrs, out)
+    make_inplace_rebase = None   # make_inplace_rebase(target, result)
 
 
 state = _State()
+hooks = _Hooks()
 
 
 class OpError(RuntimeError):
@@ -114,7 +126,7 @@ def apply(op, inputs, attrs):
     if state.grad_enabled and op.vjp is not None:
         for x in inputs:
             if x.requires_grad:
-                state.record(op, inputs, attrs, out)
+                hooks.record(op, inputs, attrs, out)
                 break
     return out
 
@@ -226,7 +238,7 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
         raise RuntimeError(f"{name}: a view of a leaf tensor that requires grad is being used in "
                            "an in-place operation")
     first = target
-    if needs_grad and interp is EAGER and _reads_first_input(op):
+    if needs_grad and _reads_first_input(op):  # tracing: a name for the value before the store
         from .core import identity
         first = identity(target)
     result = apply(op, (first, *others), attrs)
@@ -244,7 +256,7 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
         delta = sub(result, target)
     interp.store(target, result)
     if result.requires_grad:
-        state.make_inplace_rebase(target, result)
+        hooks.make_inplace_rebase(target, result)
     if write_back:
         _write_back(interp, view_of, delta)
     return target
@@ -260,7 +272,7 @@ def _write_back(interp, view_of, delta) -> None:
     new_base = add(base, back)
     if interp is EAGER:  # the memory is shared and already updated: only the history changes
         if new_base.requires_grad:
-            state.make_inplace_rebase(base, new_base)
+            hooks.make_inplace_rebase(base, new_base)
     else:
         interp.store(base, new_base)
     if base._view_of is not None:
