@@ -168,7 +168,10 @@ class Tracer:
         return self.wrap(self.graph.add_const(arr, vtype))
 
     def store(self, target, result) -> None:
-        """After `target.op_(...)`: the target now names the result's value."""
+        """After `target.op_(...)`: the target now names the result's value. Its version moves on
+        as in eager mode, so a VJP that saved the target before the write raises eager's error
+        instead of silently reading the new value."""
+        target._version[0] += 1
         if isinstance(target, TracedTensor):
             target._value = result._value
             return

@@ -6,9 +6,10 @@ cosine_similarity, prelu, bilinear, glu, softmin).
 """
 from __future__ import annotations
 
-from dualflow.ops.activation import (celu, elu, gelu, hardsigmoid, hardswish, hardtanh,
-                                     leaky_relu, logsigmoid, mish, relu, relu6, selu, sigmoid,
-                                     silu, softplus, softsign)
+from dualflow.ops.activation import (celu, celu_, elu, elu_, gelu, hardsigmoid, hardswish,
+                                     hardtanh, hardtanh_, leaky_relu, leaky_relu_, logsigmoid,
+                                     mish, relu, relu_, relu6, selu, selu_, sigmoid, silu,
+                                     softplus, softsign)
 from dualflow.ops.attention import scaled_dot_product_attention
 from dualflow.ops.compare import clamp_min_fn, ge, where
 from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
@@ -80,6 +81,7 @@ __all__ = [
     "celu", "elu", "gelu", "glu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu",
     "logsigmoid", "mish", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "softplus",
     "softsign", "tanh", "softmax", "softmin", "log_softmax",
+    "celu_", "elu_", "hardtanh_", "leaky_relu_", "relu_", "selu_",
     # layers
     "linear", "bilinear", "embedding", "one_hot", "pad", "conv1d", "conv2d", "conv_transpose1d",
     "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",

@@ -4,7 +4,7 @@ sigmoid, relu, gelu, silu, softplus and hardtanh are primitive ops: one node eac
 fuser and the ONNX exporter, and kernels that cannot overflow (softplus's textbook formula would
 overflow exp and poison its gradient with inf * 0); hardtanh's gradient, unlike clamp's, stops at
 the bounds, as in PyTorch. The rest are composites of primitives and get their gradients for
-free. `inplace=True` writes the result into the input, as in PyTorch.
+free. `inplace=True` writes the result into the input, as in PyTorch (see `_activate`).
 """
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from .compare import clamp, clamp_op, gt, logical_and, lt, where
 from .opdef import defop
 from .unary import _erf_kernel, abs_, erf, exp, expm1, floating, tanh
 from .constants import zeros_view
+from .core import identity
+from .dispatch import state
 
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -144,8 +146,15 @@ hardtanh_op = defop(
     doc="clamp whose gradient is zero at the bounds too (PyTorch's hardtanh, relu6).")
 
 
-def _result(input, out, inplace: bool):
-    return input.copy_(out) if inplace else out
+def _activate(input, inplace: bool, fn) -> Tensor:
+    """`fn(input)`, or with `inplace=True` its values written into `input`, as PyTorch's
+    `inplace=True`. While autograd records, `fn` reads a copy of the input, so the gradient reads
+    the values `fn` was given rather than the overwritten ones (PyTorch keeps the original input
+    of an in-place silu the same way); while tracing, the copy is a second name for that value."""
+    if not inplace:
+        return fn(input)
+    source = identity(input) if state.grad_enabled and input.requires_grad else input
+    return input.copy_(fn(source))
 
 
 def relu(input, inplace: bool = False) -> Tensor:
@@ -160,7 +169,7 @@ def gelu(input, approximate: str = "none") -> Tensor:
 
 
 def silu(input, inplace: bool = False) -> Tensor:
-    return _result(input, silu_op(input), inplace)
+    return _activate(input, inplace, silu_op)
 
 
 def softplus(input, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -169,42 +178,74 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return _result(input, where(gt(input, 0), input, mul(input, negative_slope)), inplace)
+    return _activate(input, inplace, lambda x: where(gt(x, 0), x, mul(x, negative_slope)))
+
+
+def _elu(x, alpha: float) -> Tensor:
+    # expm1 of clamp(x, max=0): the discarded branch never overflows, so its gradient stays finite
+    return where(gt(x, 0), x, mul(expm1(clamp(x, max=0)), alpha))
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    # expm1 of clamp(x, max=0): the discarded branch never overflows, so its gradient stays finite
-    return _result(input, where(gt(input, 0), input, mul(expm1(clamp(input, max=0)), alpha)),
-                   inplace)
+    return _activate(input, inplace, lambda x: _elu(x, alpha))
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    negative = mul(expm1(div(clamp(input, max=0), alpha)), alpha)
-    return _result(input, where(gt(input, 0), input, negative), inplace)
+    return _activate(input, inplace, lambda x: where(
+        gt(x, 0), x, mul(expm1(div(clamp(x, max=0), alpha)), alpha)))
 
 
 def selu(input, inplace: bool = False) -> Tensor:
-    return _result(input, mul(elu(input, _SELU_ALPHA), _SELU_SCALE), inplace)
+    return _activate(input, inplace, lambda x: mul(_elu(x, _SELU_ALPHA), _SELU_SCALE))
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
-    return _result(input, hardtanh_op(input, min=min_val, max=max_val), inplace)
+    return _activate(input, inplace, lambda x: hardtanh_op(x, min=min_val, max=max_val))
 
 
 def relu6(input, inplace: bool = False) -> Tensor:
     return hardtanh(input, 0, 6, inplace)
 
 
+def _hardsigmoid(x) -> Tensor:
+    return hardtanh_op(add(div(x, 6), 0.5), min=0, max=1)
+
+
 def hardsigmoid(input, inplace: bool = False) -> Tensor:
-    return _result(input, hardtanh_op(add(div(input, 6), 0.5), min=0, max=1), inplace)
+    return _activate(input, inplace, _hardsigmoid)
 
 
 def hardswish(input, inplace: bool = False) -> Tensor:
-    return _result(input, mul(input, hardsigmoid(input)), inplace)
+    return _activate(input, inplace, lambda x: mul(x, _hardsigmoid(x)))
 
 
 def mish(input, inplace: bool = False) -> Tensor:
-    return _result(input, mul(input, tanh(softplus(input))), inplace)
+    return _activate(input, inplace, lambda x: mul(x, tanh(softplus(x))))
+
+
+# torch.nn.functional's in-place forms
+def relu_(input) -> Tensor:
+    return relu(input, inplace=True)
+
+
+def elu_(input, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input, alpha: float = 1.0) -> Tensor:
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input) -> Tensor:
+    return selu(input, inplace=True)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01) -> Tensor:
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def logsigmoid(input) -> Tensor:
