@@ -4,13 +4,17 @@ from __future__ import annotations
 from . import dtype as _dt
 from .dtype import (DType, bool_ as bool, float16, float32, float64, get_default_dtype,  # noqa: A004
                     int8, int16, int32, int64, set_default_dtype, uint8)
-from .device import Device, cuda
+from .device import Device
 from .device import Device as device
 from .tensor import Tensor
 from . import ops
 from .ops import EXPORTS as _OP_EXPORTS, METHODS as _OP_METHODS
 from .tensor import install_methods as _install_methods
 from .creation import *  # noqa: F401,F403
+from .creation import METHODS as _CREATION_METHODS
+from .size import Size
+from .legacy_types import TYPES as _LEGACY_TYPES
+from . import accelerator, backends, cuda, onnx  # noqa: E402  (PyTorch's namespaces)
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .mode import EAGER, GRAPH, get_mode, mode, set_mode
 
@@ -18,7 +22,9 @@ half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
 
 _install_methods(_OP_METHODS)
+_install_methods(_CREATION_METHODS)  # new_zeros, new_tensor, ...
 globals().update(_OP_EXPORTS)
+globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 
 from dualflow import eager as autograd  # noqa: E402  (installs the tape recorder)
 from dualflow.eager import functional as func  # noqa: E402  (flow.func.jvp / vjp)
@@ -28,6 +34,7 @@ from dualflow.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabl
 from .serialization import load, save  # noqa: E402
 from . import optim, utils  # noqa: E402
 from dualflow import nn, graph  # noqa: E402
+from dualflow.nn.compiled import compile  # noqa: E402,A004
 from dualflow.graph.module_call import module_call as _module_call  # noqa: E402
 from dualflow.graph.optim_step import optimizer_step as _optimizer_step  # noqa: E402
 

@@ -175,7 +175,10 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
 
 
 def randint(low, high=None, size=None, generator=None, dtype=None, device=None) -> Tensor:
-    if high is None:
+    """`randint(high, size)`, `randint(low, high, size)` or with keywords, as PyTorch."""
+    if size is None and isinstance(high, (tuple, list)):   # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
     if size is None:
         raise TypeError("randint() needs a size")
@@ -199,6 +202,40 @@ def randn_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
     return randn(tuple(t.shape), dtype=dtype or t.dtype, device=device or t.device,
                  requires_grad=requires_grad)
 
+
+def _new_like(self: Tensor, size, fill, dtype, device, requires_grad) -> Tensor:
+    return _filled(size, fill, dtype if dtype is not None else self.dtype,
+                   device if device is not None else self.device, requires_grad)
+
+
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of zeros with `self`'s dtype and device unless given."""
+    return _new_like(self, size, 0, dtype, device, requires_grad)
+
+
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _new_like(self, size, 1, dtype, device, requires_grad)
+
+
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _new_like(self, size, None, dtype, device, requires_grad)
+
+
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _new_like(self, (size,), fill_value, dtype, device, requires_grad)
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A copy of `data` with `self`'s dtype and device unless given (PyTorch's rule: not the
+    dtype `data` would infer)."""
+    return tensor(data, dtype=dtype if dtype is not None else self.dtype,
+                  device=device if device is not None else self.device, requires_grad=requires_grad)
+
+
+METHODS = {"new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty,
+           "new_full": new_full, "new_tensor": new_tensor}
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",
            "ones_like", "empty_like", "full_like", "arange", "linspace", "eye", "rand", "randn",

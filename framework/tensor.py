@@ -9,6 +9,7 @@ import numpy as np
 
 from . import dtype as dt
 from .device import CPU, Device, device_of, to_device_array
+from .size import Size
 
 _BY_NP = dt._BY_NP
 _new = object.__new__
@@ -61,7 +62,8 @@ class Tensor:
         return self._data.shape
 
     def size(self, dim: int | None = None):
-        return self.shape if dim is None else self.shape[dim]
+        """A `Size` (a tuple with `numel()`); `.shape` stays a plain tuple (see size.py)."""
+        return Size(self.shape) if dim is None else self.shape[dim]
 
     @property
     def ndim(self) -> int:
@@ -91,6 +93,23 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    is_xpu = is_meta = property(lambda self: False, doc="no XPU or meta tensors in dualflow")
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
 
     @property
     def is_leaf(self) -> bool:
@@ -234,9 +253,10 @@ class Tensor:
         return self.to(Device("cuda", index))
 
     def type(self, dtype=None):
-        if dtype is None:
-            return f"dualflow.{self.dtype.name}"
-        return self.to(dtype)
+        """No argument: the type name ('dualflow.FloatTensor'); else a copy converted to a dtype,
+        a legacy type (`flow.LongTensor`) or a type name (PyTorch's 'torch.*Tensor' too)."""
+        from . import legacy_types
+        return legacy_types.type_name(self) if dtype is None else legacy_types.convert(self, dtype)
 
     def __repr__(self) -> str:
         from .printing import tensor_repr

@@ -1,4 +1,4 @@
-"""Utilities (`dualflow.utils.data`)."""
-from . import data
+"""Utilities (`dualflow.utils.data`, `dualflow.utils.checkpoint`)."""
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

@@ -120,6 +120,10 @@ class RNNBase(Module):
         for weight in self.parameters():
             init.uniform_(weight, -bound, bound)
 
+    def flatten_parameters(self) -> None:
+        """A no-op: PyTorch packs the weights into one buffer for cuDNN; dualflow's recurrence
+        reads the parameters as they are."""
+
     @property
     def all_weights(self) -> list:
         per_direction = len(self._flat_weights_names) // (self.num_layers * self._directions)
