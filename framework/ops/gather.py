@@ -170,7 +170,8 @@ def _scatter_with(run, name: str):
     def fn(input: Tensor, dim: int, index: Tensor, src=None, *, value=None,
            reduce: str | None = None) -> Tensor:
         if reduce is not None:
-            raise NotImplementedError(f"{name}: reduce= is not supported; use scatter_add")
+            from .scatter_reduce import scatter_with_reduce  # it builds on this module
+            return scatter_with_reduce(name, input, dim, index, src, value, reduce)
         d = _gather_args(name, input, dim, index, src if isinstance(src, Tensor) and src.ndim
                          else None)
         return run(input, index, _scatter_src(name, input, index, src, value), dim=d)
