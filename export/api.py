@@ -5,7 +5,7 @@ import onnx
 from onnx import helper
 
 import dualflow
-from dualflow.tensor import Tensor
+from dualflow.graph.pytree import flatten_args
 
 from . import axes as dyn
 from .exporter import Exporter, value_info
@@ -21,7 +21,8 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
 
     The model is traced for inference: in eval mode and under no_grad (its train/eval flags are
     restored afterwards); an nn.Graph's optimizers do not run, and a `build` that calls
-    `backward()` is refused. Tensor arguments become the graph inputs (`input_names`, default
+    `backward()` is refused. Every tensor in the arguments, also inside tuples, lists, dicts and
+    namedtuples (an LSTM's `(h, c)`), becomes a graph input, in order (`input_names`, default
     `input_0`, ...); other arguments are baked in. Outputs (tensors, or nested tuples/lists/dicts
     of them, flattened in order) are named by `output_names` (default `output_0`, ...).
     Parameters and buffers become initializers named after their state_dict keys.
@@ -39,7 +40,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         raise ValueError(f"to_onnx: opset_version must be an int from {MIN_OPSET} to "
                          f"{onnx.defs.onnx_opset_version()}, got {opset_version!r}")
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
-    tensors = [a for a in args if isinstance(a, Tensor)]
+    tensors = flatten_args(args)[0]   # every tensor leaf of the arguments is an input
     input_names = _names(input_names, len(tensors), "input", "input_names")
     in_axes = dyn.input_axes(dynamic_axes or {}, input_names, tensors)
     graph, _ = trace_model(model, args)

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 import dualflow as flow
 from dualflow.graph import Trace
 from dualflow.graph.trace import scope_names
-from dualflow.graph.pytree import flatten
+from dualflow.graph.pytree import flatten, flatten_args, map_tensors
+from dualflow.graph.state import Snapshot
 from dualflow.nn import Graph as NNGraph
 from dualflow.nn import Module
-from dualflow.tensor import Tensor
 
 from .errors import ExportError
 
@@ -44,14 +44,19 @@ def trace_model(model, args: tuple):
         raise TypeError(f"to_onnx: expected a dualflow nn.Module or nn.Graph, got "
                         f"{type(model).__name__}")
     names, module_names = scope_names(roots)
+    snapshot = Snapshot([m for root in roots.values() for m in root.modules()])
     trace = Trace(name, names, module_names)
     trace.tracer.backward_error = ExportError(
         "build() called backward(): this nn.Graph is a training graph. to_onnx exports inference "
         "graphs; export the model itself, or an nn.Graph whose build() returns the predictions")
-    with _inference(list(roots.values())), trace:
-        out = fn(*trace.inputs(args))
-        leaves, tree = flatten(out, f"{name} output")
-        trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
+    try:
+        with _inference(list(roots.values())), trace:
+            it = iter(trace.inputs(flatten_args(args)[0]))
+            out = fn(*map_tensors(args, lambda t: next(it)))
+            leaves, tree = flatten(out, f"{name} output")
+            trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
+    finally:   # attributes the forward assigned (a cached mask) go back: nothing traced is left
+        snapshot.restore_attributes()
     if trace.graph.state_updates:
         written = ", ".join(repr(trace.graph._param_name(t)) for t, _ in trace.graph.state_updates)
         raise ExportError(f"the traced forward of {name} writes to {written} in place; an ONNX "
@@ -61,17 +66,15 @@ def trace_model(model, args: tuple):
 
 def resized(args: tuple, axes: dict, sizes: dict) -> tuple:
     """The example arguments with every dynamic axis set to `sizes[symbol]` (zeros: a trace reads
-    shapes and dtypes, never values). `axes[i]` maps input i's axes to symbols."""
-    out = []
-    k = 0
-    for a in args:
-        if isinstance(a, Tensor):
-            shape = list(a.shape)
-            for axis, sym in axes.get(k, {}).items():
-                shape[axis] = sizes[sym]
-            out.append(flow.zeros(tuple(shape), dtype=a.dtype, device=a.device) if
-                       tuple(shape) != tuple(a.shape) else a)
-            k += 1
-        else:
-            out.append(a)
-    return tuple(out)
+    shapes and dtypes, never values). `axes[i]` maps tensor leaf i's axes to symbols."""
+    count = iter(range(1 << 62))
+
+    def resize(a):
+        k = next(count)
+        shape = list(a.shape)
+        for axis, sym in axes.get(k, {}).items():
+            shape[axis] = sizes[sym]
+        if tuple(shape) == tuple(a.shape):
+            return a
+        return flow.zeros(tuple(shape), dtype=a.dtype, device=a.device)
+    return map_tensors(tuple(args), resize)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dualflow.ops.dispatch import error_type
+
 from . import codegen
 from .ir import Graph
 from .memory import MemoryPlan
@@ -56,6 +58,6 @@ class Executable:
         what = node.op.name
         if "body" in node.attrs:
             what += f" ({node.attrs['body'].name})"
-        return GraphRuntimeError(f"op '{what}' failed in compiled graph '{self.graph.name}' at "
+        return error_type(GraphRuntimeError, type(exc))(f"op '{what}' failed in compiled graph '{self.graph.name}' at "
                                  f"{node.where() or 'an unknown line'}: "
                                  f"{type(exc).__name__}: {exc}")

@@ -8,6 +8,7 @@ gradients are on and an input requires grad, lets the autograd engine (installed
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -39,6 +40,18 @@ hooks = _Hooks()
 
 class OpError(RuntimeError):
     """An op failed on the inputs it was given; the message names the op and the input shapes."""
+
+
+@functools.lru_cache(maxsize=None)
+def error_type(kind: type, original: type) -> type:
+    """`kind` (OpError, a compiled graph's error) that is also an `original`: an IndexError from
+    a kernel stays catchable as an IndexError, in eager mode and in compiled graphs alike."""
+    if issubclass(kind, original) or not issubclass(original, Exception):
+        return kind
+    try:
+        return type(kind.__name__, (kind, original), {"__module__": kind.__module__})
+    except TypeError:   # exception classes whose instance layouts clash (OSError, ...)
+        return kind
 
 
 def describe(inputs) -> str:
@@ -154,8 +167,9 @@ def _run_eager(op, inputs, attrs):
         else:
             res = op.kernel(xp)
     except (ValueError, IndexError, TypeError) as exc:
-        raise OpError(f"{op.name}: cannot apply to inputs ({describe(inputs)}) "
-                      f"with {attrs or 'no attributes'}: {exc}") from exc
+        raise error_type(OpError, type(exc))(
+            f"{op.name}: cannot apply to inputs ({describe(inputs)}) "
+            f"with {attrs or 'no attributes'}: {exc}") from exc
     if op.num_outputs == 1:
         out = _wrap(res if type(res) is np.ndarray else xp.asarray(res))
         if op.view:  # views share the version counter, so in-place writes are seen

@@ -18,6 +18,7 @@ from .arith import _grad_if, mul
 from .core import broadcast_to
 from .dispatch import apply_inplace
 from .index import (_GRADIENT_ONLY, TENSOR, Span, _array, _check_range, _concrete, _into,
+                    check_in_range, unsigned,
                     _value_tensor, _zero, getitem, getitem_op, index_backward, index_put)
 from .inplace import inplace_form
 from .opdef import TensorType, defop
@@ -271,8 +272,13 @@ def argwhere(input: Tensor) -> Tensor:
 
 
 # ---- one_hot and embedding ---------------------------------------------------------------------
+def _one_hot_kernel(xp, x, num_classes):
+    _check_classes(x, num_classes)   # here, so compiled graphs check too (else a zero row)
+    return (x[..., None] == xp.arange(num_classes)).astype(np.int64)
+
+
 one_hot_op = defop(
-    "one_hot", lambda xp, x, num_classes: (x[..., None] == xp.arange(num_classes)).astype(np.int64),
+    "one_hot", _one_hot_kernel,
     lambda x, num_classes: TensorType(tuple(x.shape) + (num_classes,), dt.int64, x.device),
     onnx=_lower_one_hot)
 
@@ -285,15 +291,18 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if num_classes < 0 and (arr is None or not arr.size):
         raise ValueError("one_hot: pass num_classes (it cannot be read from "
                          f"{'a traced' if arr is None else 'an empty'} tensor)")
-    if arr is not None and arr.size:
-        low, high = int(arr.min()), int(arr.max())
+    if num_classes < 0:
+        num_classes = int(arr.max()) + 1
+    return one_hot_op(tensor, num_classes=int(num_classes))
+
+
+def _check_classes(x, num_classes: int) -> None:
+    if x.size and int(unsigned(x).max()) >= num_classes:
+        low, high = int(x.min()), int(x.max())
         if low < 0:
             raise ValueError(f"one_hot: class values must be non-negative, got {low}")
-        if 0 <= num_classes <= high:
-            raise ValueError(f"one_hot: class values must be smaller than num_classes "
-                             f"({num_classes}), got {high}")
-        num_classes = high + 1 if num_classes < 0 else num_classes
-    return one_hot_op(tensor, num_classes=int(num_classes))
+        raise ValueError(f"one_hot: class values must be smaller than num_classes "
+                         f"({num_classes}), got {high}")
 
 
 def _embedding_vjp(g, out, weight, input, padding_idx):
@@ -303,8 +312,13 @@ def _embedding_vjp(g, out, weight, input, padding_idx):
     return gw, None
 
 
+def _embedding_kernel(xp, weight, input, padding_idx):
+    check_in_range(input, weight.shape[0])   # NumPy would take -1 as the last row
+    return weight[input]
+
+
 embedding_op = defop(
-    "embedding", lambda xp, weight, input, padding_idx: weight[input],
+    "embedding", _embedding_kernel,
     lambda weight, input, padding_idx: TensorType(tuple(input.shape) + tuple(weight.shape[1:]),
                                                   weight.dtype, weight.device),
     _embedding_vjp, saves=(1,),
@@ -328,7 +342,6 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
             raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for "
                              f"{num} embeddings")
         padding_idx %= num
-    _check_range(input, num, 0, negative=False)
     return embedding_op(weight, input, padding_idx=padding_idx)
 
 

@@ -80,6 +80,21 @@ def _check_range(t: Tensor, size: int, dim: int, negative: bool = True) -> None:
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
+def unsigned(index):
+    """`index`'s bits as unsigned integers: a negative index becomes huge, so one `max` checks
+    both ends of a range [0, size)."""
+    return index if index.dtype.kind == "u" else index.view(f"u{index.dtype.itemsize}")
+
+
+def check_in_range(index, size: int, dim: int = 0) -> None:
+    """Inside a kernel, so eager calls and compiled graphs raise alike: every index in [0, size).
+    One `max` over the index array (a sync on a GPU)."""
+    if index.size and int(unsigned(index).max()) >= size:
+        low, high = int(index.min()), int(index.max())
+        raise IndexError(f"index {low if low < 0 else high} is out of bounds for dimension {dim} "
+                         f"with size {size}")
+
+
 def _as_tensor_index(item, x: Tensor):
     """Lists and NumPy arrays in a key are index tensors, as in PyTorch."""
     if isinstance(item, Tensor):

@@ -25,6 +25,7 @@ from .compare import clamp, clamp_min, eq, lt, ne, where
 from .core import broadcast_to
 from .dispatch import OpError
 from .gather import gather, index_select
+from .index import unsigned
 from .normalization import _log_softmax_kernel, log_softmax, log_softmax_op
 from .opdef import TensorType, defop, not_exportable
 from .reduce import mean, sum_fn
@@ -136,21 +137,15 @@ def _row_starts(xp, n: int, classes: int):
     return starts
 
 
-def _unsigned(t):
-    """t's bits as unsigned integers: a negative target becomes huge, so one max checks both
-    ends of the class range."""
-    return t if t.dtype.kind == "u" else t.view(f"u{t.dtype.itemsize}")
-
-
 def _targets(xp, target, ignore_index: int, classes: int):
     """(mask of the rows that count, None when all do; targets with ignored ones set to 0; how
     many count), after checking that every counted target is a class. The usual batch, with
     every target in range and ignore_index outside it, costs one max."""
-    if not 0 <= ignore_index < classes and target.size and _unsigned(target).max() < classes:
+    if not 0 <= ignore_index < classes and target.size and unsigned(target).max() < classes:
         return None, target, target.shape[0]
     valid = target != ignore_index
     safe = xp.where(valid, target, 0)
-    if safe.size and _unsigned(safe).max() >= classes:
+    if safe.size and unsigned(safe).max() >= classes:
         high = int(safe.max())
         raise IndexError(f"cross_entropy: a target is out of bounds for {classes} classes "
                          f"(ignore_index={ignore_index}): index "
