@@ -31,6 +31,10 @@ CASES = [
     Case("kron-vectors", lambda L, a, b: a.kron(b), (_data(3), _data(2, seed=1)), (0, 1)),
     Case("cross", lambda L, a, b: L.cross(a, b, dim=1), (_data(4, 3), _data(1, 3, seed=1)),
          (0, 1)),
+    Case("outer", lambda L, a, b: L.outer(a, b), (_data(3), _data(4, seed=1)), (0, 1)),
+    Case("flip", lambda L, x: L.flip(x, (0, 2)), (_data(2, 3, 4),), (0,)),
+    Case("roll", lambda L, x: x.roll((1, -2), (1, 0)), (_data(3, 4),), (0,)),
+    Case("roll-flat", lambda L, x: L.roll(x, 5), (_data(3, 4),), (0,)),
     Case("cross-first-size-3", lambda L, a, b: L.cross(a, b), (_data(3, 3, 2),
                                                                  _data(3, 3, 2, seed=1)), (0, 1)),
 ]
