@@ -1,0 +1,384 @@
+"""Graph capture on the patterns real programs use (issue #11): each test failed before its fix.
+
+Every compiled front end (GRAPH mode, nn.Graph, to_onnx) must reproduce eager's numbers or refuse
+with an error; these tests compare against eager runs of an identical copy of the model.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import dualflow as flow
+import dualflow.nn.functional as F
+from dualflow import nn
+from dualflow.graph import TraceError
+
+
+@pytest.fixture
+def graph_mode():
+    flow.set_mode(flow.GRAPH)
+    try:
+        yield
+    finally:
+        flow.set_mode(flow.EAGER)
+
+
+def _grads(model) -> dict:
+    return {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _assert_same_grads(a, b):
+    ga, gb = _grads(a), _grads(b)
+    assert ga.keys() == gb.keys() and ga
+    for k in ga:
+        np.testing.assert_array_equal(ga[k], gb[k], err_msg=k)
+
+
+# ---- 1. a second output ------------------------------------------------------------------------
+class LogitsAndLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(6, 5)
+
+    def forward(self, x, targets=None):
+        logits = self.body(x)
+        loss = None if targets is None else F.cross_entropy(logits, targets)
+        return logits, loss
+
+
+@pytest.mark.parametrize("use", ["loss", "both", "logits"])
+def test_gradient_of_each_output_reaches_its_own_position(graph_mode, use):
+    flow.manual_seed(0)
+    eager = LogitsAndLoss()
+    compiled = copy.deepcopy(eager)
+    x, y = flow.randn(4, 6), flow.tensor([0, 3, 1, 4])
+
+    def step(model):
+        model.zero_grad()
+        logits, loss = model(x, y)
+        total = {"loss": loss, "both": loss + logits.square().mean(),
+                 "logits": logits.sum()}[use]
+        total.backward()
+        return logits.detach().numpy(), loss.item()
+
+    for _ in range(2):   # the first call compiles, the second replays
+        got = step(compiled)
+    with flow.mode(flow.EAGER):
+        want = step(eager)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]
+    _assert_same_grads(compiled, eager)
+
+
+# ---- 2. tensors inside argument pytrees --------------------------------------------------------
+Hidden = collections.namedtuple("Hidden", "h c")
+
+
+class LSTMLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(3, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x, hidden, extras=None):
+        if isinstance(hidden, Hidden):
+            hidden = (hidden.h, hidden.c)
+        y, (h, c) = self.rnn(x, tuple(hidden))
+        out = self.head(y)
+        if extras is not None:
+            out = out * extras["scale"] + extras["shift"][0]
+        return out, Hidden(h, c)
+
+
+def _hidden(kind, seed):
+    flow.manual_seed(seed)
+    h, c = flow.randn(1, 2, 4), flow.randn(1, 2, 4)
+    return {"tuple": (h, c), "list": [h, c], "namedtuple": Hidden(h, c)}[kind]
+
+
+@pytest.mark.parametrize("kind", ["tuple", "list", "namedtuple"])
+def test_every_tensor_in_an_argument_pytree_is_an_input_in_graph_mode(kind):
+    flow.manual_seed(1)
+    model = LSTMLM()
+    x = flow.randn(5, 2, 3)
+    extras = {"scale": flow.tensor(2.0), "shift": [flow.tensor(0.5)]}
+    calls = [(_hidden(kind, s), {"scale": flow.tensor(float(s)), "shift": [flow.tensor(-s * 1.0)]})
+             for s in (1, 2, 3)]
+    want = [model(x, h, extras=e) for h, e in calls]
+    with flow.mode(flow.GRAPH):
+        got = [model(x, h, extras=e) for h, e in calls]
+    assert flow.graph.cache_info(model)["traces"] == 1
+    for (go, gh), (wo, wh) in zip(got, want):
+        assert isinstance(gh, Hidden)
+        np.testing.assert_array_equal(go.detach().numpy(), wo.detach().numpy())
+        np.testing.assert_array_equal(gh.c.detach().numpy(), wh.c.detach().numpy())
+    del extras
+
+
+def test_hidden_state_carried_between_nn_graph_calls_is_not_frozen():
+    flow.manual_seed(2)
+    model = LSTMLM()
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x, hidden):
+            return self.model(x, hidden)
+
+    step = Step()
+    xs = [flow.randn(5, 2, 3) for _ in range(3)]
+    hidden, state = _hidden("tuple", 0), _hidden("tuple", 0)
+    for x in xs:
+        out, hidden = step(x, hidden)
+        want, state = model(x, state)
+        np.testing.assert_array_equal(out.numpy(), want.detach().numpy())
+        hidden = (hidden.h, hidden.c)
+        state = (state.h.detach(), state.c.detach())
+    assert step.cache_info()["traces"] == 1
+
+
+def test_onnx_export_has_an_input_for_each_tensor_of_a_tuple_argument():
+    ort = pytest.importorskip("onnxruntime")
+    flow.manual_seed(3)
+    model = LSTMLM().eval()
+    x, hidden = flow.randn(5, 2, 3), _hidden("tuple", 4)
+    axes = {name: {1: "batch"} for name in ("input_0", "input_1", "input_2")}
+    proto = flow.export.to_onnx(model, (x, hidden), dynamic_axes=axes)
+    assert [i.name for i in proto.graph.input] == ["input_0", "input_1", "input_2"]
+    sess = ort.InferenceSession(proto.SerializeToString())
+    flow.manual_seed(5)
+    x3, (h3, c3) = flow.randn(5, 3, 3), (flow.randn(1, 3, 4), flow.randn(1, 3, 4))
+    out, state = model(x3, (h3, c3))
+    got = sess.run(None, {"input_0": x3.numpy(), "input_1": h3.numpy(), "input_2": c3.numpy()})
+    np.testing.assert_allclose(got[0], out.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2], state.c.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- 3. tensors stored on the module while tracing ---------------------------------------------
+class CachedMask(nn.Module):
+    """The cached causal mask of the word-language-model Transformer."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.src_mask = None
+
+    def forward(self, x):
+        n = x.shape[1]
+        if self.src_mask is None or self.src_mask.shape[0] != n:
+            upper = flow.arange(n).reshape(1, n) > flow.arange(n).reshape(n, 1)
+            self.src_mask = flow.zeros(n, n).masked_fill(upper, float("-inf"))
+        scores = self.proj(x) @ x.transpose(1, 2) + self.src_mask
+        return scores.softmax(-1)
+
+
+def test_a_mask_cached_on_the_module_holds_a_real_tensor_after_graph_mode(graph_mode):
+    flow.manual_seed(6)
+    model = CachedMask()
+    xs = [flow.randn(2, 3, 4), flow.randn(2, 3, 4), flow.randn(2, 5, 4)]
+    got = [model(x).detach().numpy() for x in xs]
+    assert type(model.src_mask) is flow.Tensor and model.src_mask.shape == (5, 5)
+    with flow.mode(flow.EAGER):
+        fresh = CachedMask()
+        fresh.load_state_dict(model.state_dict())
+        for x, g in zip(xs, got):
+            np.testing.assert_array_equal(g, fresh(x).detach().numpy())
+        model(xs[0])   # eager after graph mode: no traced tensor left behind
+
+
+def test_a_mask_cached_inside_an_nn_graph_and_an_export_is_written_back_or_restored():
+    flow.manual_seed(7)
+    model = CachedMask()
+
+    class Infer(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            return self.model(x)
+
+    x = flow.randn(2, 3, 4)
+    np.testing.assert_array_equal(Infer()(x).numpy(), model(x).detach().numpy())
+    assert type(model.src_mask) is flow.Tensor
+    other = CachedMask()
+    flow.export.to_onnx(other, (x,))
+    assert other.src_mask is None   # an export does not run the model: nothing is kept
+    other(x)
+
+
+class RunningState(nn.Module):
+    """A state tensor kept on the module and replaced on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.state = flow.zeros(2, 3)
+
+    def forward(self, x):
+        self.state = (self.state * 0.5 + self.lin(x)).detach()
+        return self.state.sum()
+
+
+def test_state_replaced_every_call_is_read_and_written_each_call(graph_mode):
+    flow.manual_seed(8)
+    model = RunningState()
+    twin = copy.deepcopy(model)
+    xs = [flow.randn(2, 3) for _ in range(4)]
+    got = [model(x).item() for x in xs]
+    with flow.mode(flow.EAGER):
+        want = [twin(x).item() for x in xs]
+    assert got == want
+    np.testing.assert_array_equal(model.state.numpy(), twin.state.numpy())
+    model.state = flow.ones(2, 3)     # set by the user between calls: the graph reads it
+    twin.state = flow.ones(2, 3)
+    assert model(xs[0]).item() == twin._call_impl(xs[0]).item()
+
+
+def test_storing_a_tensor_that_requires_grad_is_refused_naming_the_attribute(graph_mode):
+    class Keeps(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            self.last = self.lin(x)
+            return self.last.sum()
+
+    model = Keeps()
+    with pytest.raises(TraceError, match="Keeps.last"):
+        model(flow.randn(1, 2))
+    assert "last" not in model.__dict__
+    with flow.mode(flow.EAGER):
+        model(flow.randn(1, 2)).backward()
+
+
+def test_a_reassigned_buffer_becomes_an_in_place_update(graph_mode):
+    class Ema(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("avg", flow.zeros(3))
+
+        def forward(self, x):
+            self.avg = self.avg * 0.9 + x.mean(0) * 0.1
+            return x - self.avg
+
+    model, twin = Ema(), Ema()
+    buffer = model.avg
+    xs = [flow.randn(4, 3) for _ in range(3)]
+    got = [model(x).numpy() for x in xs]
+    with flow.mode(flow.EAGER):
+        want = [twin(x).numpy() for x in xs]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert model.avg is buffer
+    np.testing.assert_array_equal(model.avg.numpy(), twin.avg.numpy())
+
+
+# ---- 4. a failing first call leaves everything as it was ---------------------------------------
+def _train_graph(model, opt):
+    class Train(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x, y):
+            loss = F.cross_entropy(self.model(x), y)
+            loss.backward()
+            return loss
+    return Train()
+
+
+@pytest.mark.parametrize("fail_on", [0, 1])
+def test_a_failing_call_does_not_poison_nn_graph_or_the_optimizer(fail_on):
+    flow.manual_seed(9)
+    model = nn.Sequential(nn.Linear(4, 3))
+    twin = copy.deepcopy(model)
+    opt = flow.optim.Adam(model.parameters(), lr=0.1)
+    opt_twin = flow.optim.Adam(twin.parameters(), lr=0.1)
+    step, step_twin = _train_graph(model, opt), _train_graph(twin, opt_twin)
+    x, y, bad = flow.randn(5, 4), flow.tensor([0, 1, 2, 0, 1]), flow.randn(5, 7)
+    for _ in range(fail_on):   # fail on the eager warm-up call, or on the first compiled call
+        step(x, y), step_twin(x, y)
+    for _ in range(2):
+        with pytest.raises(Exception, match=r"\(5, 7\)"):
+            step(bad, y)
+    assert flow.get_mode() == flow.EAGER
+    losses = [step(x, y).item() for _ in range(3)]
+    assert losses == [step_twin(x, y).item() for _ in range(3)]
+    for p, q in zip(model.parameters(), twin.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    F.cross_entropy(model(x), y).backward()   # eager use afterwards works too
+    opt.step()
+
+
+def test_a_failing_graph_mode_call_leaves_the_module_usable(graph_mode):
+    model = CachedMask()
+    with pytest.raises(Exception, match="matmul"):
+        model(flow.randn(2, 3, 5))
+    assert model.src_mask is None
+    model(flow.randn(2, 3, 4))
+    assert type(model.src_mask) is flow.Tensor
+
+
+# ---- 7. compiled modules are freed with their owner --------------------------------------------
+def test_modules_compiled_in_graph_mode_or_held_by_nn_graph_are_freed():
+    refs = []
+    for i in range(10):
+        model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+        opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        with flow.mode(flow.GRAPH):
+            loss = model(flow.randn(4, 8)).sum()
+            loss.backward()
+            opt.step()
+            opt.step()
+        step = _train_graph(model, opt)
+        for _ in range(2):
+            step(flow.randn(4, 8), flow.tensor([0, 1, 0, 1]))
+        refs.append(weakref.ref(model))
+        del model, opt, step, loss
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+
+
+def test_a_copied_module_compiles_its_own_graph(graph_mode):
+    model = nn.Linear(3, 2)
+    model(flow.randn(1, 3))
+    twin = copy.deepcopy(model)
+    with flow.no_grad():
+        twin.weight.fill_(0.0)
+        twin.bias.fill_(0.0)
+    np.testing.assert_array_equal(twin(flow.randn(1, 3)).detach().numpy(), [[0.0, 0.0]])
+
+
+# ---- 8. compiled graphs check values as eager does ---------------------------------------------
+class Lookup(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 3)
+
+    def forward(self, idx, classes):
+        return self.emb(idx).sum() + F.one_hot(classes, 4).sum()
+
+
+@pytest.mark.parametrize("idx, classes, error", [
+    ([1, -1], [0, 1], IndexError), ([1, 10], [0, 1], IndexError), ([1, 2], [0, 4], ValueError),
+    ([1, 2], [-1, 0], ValueError)])
+def test_compiled_graphs_raise_what_eager_raises(idx, classes, error):
+    model = Lookup()
+    good = (flow.tensor([1, 2]), flow.tensor([0, 1]))
+    bad = (flow.tensor(idx), flow.tensor(classes))
+    with pytest.raises(error):
+        model(*bad)
+    with flow.mode(flow.GRAPH):
+        model(*good)
+        with pytest.raises(error, match="compiled graph"):
+            model(*bad)
