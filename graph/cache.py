@@ -23,16 +23,23 @@ class GraphCache:
             self._newest = entry
         return entry
 
-    def put(self, key, entry) -> None:
+    def put(self, key, entry, reason: str = "") -> None:
+        """`reason`: what differed from the previous call, for the retrace warning."""
         self.traces += 1
         self._entries[key] = entry
         self._newest = entry
         if len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
         if self.traces == self.warn_after:
+            why = f" (last change: {reason})" if reason else ""
             warnings.warn(f"graph '{self.name}' has been traced {self.traces} times: its input "
-                          "signature (shapes, dtypes, train/eval, grad mode) keeps changing; "
-                          "pad inputs to fixed shapes or run this part eagerly", stacklevel=3)
+                          "signature (shapes, dtypes, train/eval, grad mode, module attributes) "
+                          f"keeps changing{why}; pad inputs to fixed shapes, keep Python state "
+                          "out of forward, or run this part eagerly", stacklevel=3)
+
+    @property
+    def newest(self):
+        return self._newest
 
     def info(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "traces": self.traces,

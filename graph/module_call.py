@@ -20,7 +20,7 @@ from .memory import aliases_input
 from .passes.checkpoint import checkpoint_pass
 from .pytree import flatten, flatten_args, map_tensors, unflatten
 from .split import split_forward_backward
-from .state import Snapshot, StateCapture, read_state, state_attrs, write_back
+from .state import Snapshot, StateCapture, guard_values, read_state, state_attrs, write_back
 from .trace import Trace, scope_names, signature
 from .tracer import tracing
 
@@ -78,7 +78,7 @@ def module_call(module, args: tuple, kwargs: dict):
         bool(params) or any(t.requires_grad for t in leaves))
     training = tuple([m.training for m in walk.modules])
     scopes = _checkpoint_scopes(module) if needs_grad else ()
-    key = signature(leaves, (structure, training, needs_grad, scopes, walk.ids))
+    key = signature(leaves, (structure, training, needs_grad, scopes, walk.key))
     cache = module.__dict__.get("_graph_cache")
     if cache is None:
         cache = module.__dict__["_graph_cache"] = GraphCache(type(module).__name__)
@@ -93,17 +93,31 @@ def module_call(module, args: tuple, kwargs: dict):
     except BaseException:
         snapshot.restore()
         raise
+    reason = _attribute_changes(cache.newest.walk, walk) if cache.newest is not None else ""
     entry.walk = walk   # alive with the entry: the ids in the key stay theirs
-    cache.put(key, entry)
+    cache.put(key, entry, reason)
     return out
+
+
+def _attribute_changes(old: Walk, new: Walk) -> str:
+    """The plain module attributes that differ between two walks of one tree, for the
+    retrace warning: `Tempered.calls: 3 -> 4`."""
+    before = {(id(old.modules[i]), name): v for i, name, v in old.guards}
+    changes = [f"{type(new.modules[i]).__name__}.{name}: {before.get((id(new.modules[i]), name))!r}"
+               f" -> {v!r}" for i, name, v in new.guards
+               if before.get((id(new.modules[i]), name), v) != v]
+    return ", ".join(changes[:3])
 
 
 class Walk:
     """A module tree as a compiled call sees it: its modules, parameters (those that want
-    gradients), the plain tensor attributes it reads as inputs (`state.state_attrs`), and the
-    identities of all of these, which are part of the cache key (a replaced layer, parameter or
-    buffer compiles anew)."""
-    __slots__ = ("version", "modules", "params", "grad_params", "attrs", "attr_names", "ids")
+    gradients), the plain tensor attributes it reads as inputs (`state.state_attrs`), and its
+    identity (`key`): the modules, parameters, buffers and tensor attributes, and the plain
+    values of the modules' attributes (numbers, strings, tuples of them), which Python code in
+    `forward` may branch on. The key is part of every cache key, so a replaced layer, a new
+    buffer or `model.temperature = 0.5` compiles anew instead of replaying a stale graph."""
+    __slots__ = ("version", "modules", "params", "grad_params", "attrs", "attr_names", "guards",
+                 "key")
 
     def __init__(self, module):
         self.version = tree_version[0]
@@ -112,9 +126,25 @@ class Walk:
         self.grad_params = [p for p in self.params if p.requires_grad]
         self.attrs = state_attrs(self.modules)
         self.attr_names = {(id(m), name) for m, name in self.attrs}
+        self.guards = guard_values(self.modules)
         buffers = [b for m in self.modules for b in m._buffers.values()]
-        self.ids = tuple(map(id, self.modules)) + tuple(map(id, self.params)) + tuple(
-            map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs)
+        self.key = WalkKey(tuple(map(id, self.modules)) + tuple(map(id, self.params)) + tuple(
+            map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs) + self.guards)
+
+
+class WalkKey:
+    """A walk's identity with its hash computed once: a cache lookup with an unchanged walk
+    compares it by identity, not item by item."""
+    __slots__ = ("items", "_hash")
+
+    def __init__(self, items: tuple):
+        self.items, self._hash = items, hash(items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (type(other) is WalkKey and self.items == other.items)
 
 
 def module_tree(module) -> Walk:

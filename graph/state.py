@@ -35,6 +35,19 @@ def state_attrs(modules) -> tuple:
                  if name not in _TABLES and not name.startswith("_graph_") and contains_tensor(v))
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def guard_values(modules) -> tuple:
+    """(module position, name, value) of the plain attributes Python code may branch on."""
+    return tuple((i, name, v) for i, m in enumerate(modules) for name, v in m.__dict__.items()
+                 if name != "training" and not name.startswith("_graph_") and _plain(v))
+
+
+def _plain(v) -> bool:
+    return isinstance(v, _PLAIN) or (type(v) is tuple and all(isinstance(x, _PLAIN) for x in v))
+
+
 def read_state(attrs: tuple) -> list:
     return [m.__dict__.get(name) for m, name in attrs]
 
@@ -84,12 +97,15 @@ class Snapshot:
 
 class StateCapture:
     """During a trace: module attributes holding tensors are swapped for the traced inputs; after
-    it, the attributes the traced code assigned are collected as outputs (`written`) and every
-    attribute is put back as it was before the trace."""
+    it, the attributes the traced code assigned tensors to are collected as outputs (`written`)
+    and every tensor attribute and buffer is put back as it was before the trace (runs write
+    them). Plain values the forward assigned (a flag, a counter) keep their new values, as after
+    one eager call; the walk's guard on them makes the next call compile again if they changed."""
 
     def __init__(self, tracer, modules, attrs: tuple, snapshot: Snapshot):
         self.tracer, self.modules, self.attrs, self.snapshot = tracer, modules, attrs, snapshot
         self.swapped: dict = {}
+        self.before = {id(m): (attrs, buffers) for m, attrs, buffers, _ in snapshot.modules}
 
     def swap_in(self, traced_values: list) -> None:
         for (m, name), v in zip(self.attrs, traced_values):
@@ -98,22 +114,26 @@ class StateCapture:
 
     def collect(self) -> tuple[list, list]:
         """([(module, name, tree)], traced leaves) of the attributes assigned while tracing.
-        Reassigned buffers become in-place state updates; a tensor traced by this graph left
-        anywhere else it cannot be written back from is an error, never a silent constant."""
+        Reassigned buffers become in-place state updates."""
         written, leaves = [], []
         for m in self.modules:
+            attrs, buffers = self.before[id(m)]
             for name, v in list(m.__dict__.items()):
-                if name in _TABLES or self.swapped.get((id(m), name)) is v or \
-                        not self._holds_traced(v):
+                if name in _TABLES or not self._holds_traced(v):
                     continue
-                vl, tree = flatten(v, f"{type(m).__name__}.{name}")
-                self._check_no_grad(m, name, vl)
-                written.append((m, name, tree))
-                leaves += vl
+                if self.swapped.get((id(m), name)) is not v:
+                    vl, tree = flatten(v, f"{type(m).__name__}.{name}")
+                    self._check_no_grad(m, name, vl)
+                    written.append((m, name, tree))
+                    leaves += vl
+                if name in attrs:
+                    m.__dict__[name] = attrs[name]
+                else:
+                    del m.__dict__[name]
             for name, b in list(m._buffers.items()):
                 if isinstance(b, TracedTensor):
-                    self._buffer_update(m, name, b)
-        self.snapshot.restore_attributes()
+                    self._buffer_update(m, name, b, buffers.get(name))
+                    m._buffers[name] = buffers.get(name)
         return written, leaves
 
     def _holds_traced(self, v) -> bool:
@@ -130,21 +150,14 @@ class StateCapture:
                     "without their autograd history. Assign a detached tensor, or register it "
                     "as a buffer, or run this module in eager mode")
 
-    def _buffer_update(self, m, name, traced) -> None:
-        old = self.snapshot_buffer(m, name)
+    def _buffer_update(self, m, name, traced, old) -> None:
         if old is None or tuple(old.shape) != tuple(traced.shape) or old.dtype != traced.dtype:
             raise TraceError(
-                f"buffer '{name}' of {type(m).__name__} was replaced while tracing ({_where(traced)}) "
-                f"by a tensor of another shape or dtype ({tuple(traced.shape)}, {traced.dtype}); a "
-                "compiled graph updates buffers in place. Keep the buffer's shape and dtype, or "
-                "run this module in eager mode")
+                f"buffer '{name}' of {type(m).__name__} was replaced while tracing "
+                f"({_where(traced)}) by a tensor of another shape or dtype "
+                f"({tuple(traced.shape)}, {traced.dtype}); a compiled graph updates buffers in "
+                "place. Keep the buffer's shape and dtype, or run this module in eager mode")
         self.tracer.store(old, traced)
-
-    def snapshot_buffer(self, m, name):
-        for mod, _, buffers, _ in self.snapshot.modules:
-            if mod is m:
-                return buffers.get(name)
-        return None
 
 
 def _where(t) -> str:

@@ -238,7 +238,7 @@ class Graph:
             training = tuple([m.training for w in walks for m in w.modules])
             versions = tuple([opt._version for opt, _ in self._optimizers])
             key = signature(leaves, (structure, training, self.config.version, versions,
-                                     tuple([w.ids for w in walks])))
+                                     tuple([w.key for w in walks])))
             entry = self._cache.get(key)
             if entry is None:
                 out, entry = self._first_run(walks, (args, ()) if call is None else call,

@@ -23,8 +23,7 @@ from dualflow.tensor import Tensor
 from .parameter import Parameter
 
 _graph_call = None   # installed by the graph front end: _graph_call(module, args, kwargs)
-tree_version = [0]
-_STATEFUL = (Tensor, tuple, list, dict)   # attribute values that may hold tensors   # bumped by every change to any module's parameter/buffer/child tables
+tree_version = [0]   # bumped by every change to any module's tables or attributes
 
 
 class _Members(OrderedDict):
@@ -234,9 +233,8 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(dualflow.Tensor or None expected)")
             self._buffers[name] = value
-        else:
-            if isinstance(value, _STATEFUL) or isinstance(self.__dict__.get(name), _STATEFUL):
-                tree_version[0] += 1   # a tensor attribute is state a compiled call reads
+        else:   # compiled calls read tensor attributes and guard on plain values: walk again
+            tree_version[0] += 1
             object.__setattr__(self, name, value)
 
     def __getstate__(self) -> dict:

@@ -382,3 +382,37 @@ def test_compiled_graphs_raise_what_eager_raises(idx, classes, error):
         model(*good)
         with pytest.raises(error, match="compiled graph"):
             model(*bad)
+
+
+# ---- plain attributes that Python code in forward branches on -----------------------------------
+class Tempered(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.temperature = 1.0
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1   # a Python side effect: every call must see it happen
+        return (self.lin(x) / self.temperature).softmax(-1)
+
+
+def test_changing_a_plain_attribute_compiles_again_instead_of_replaying(graph_mode):
+    model = Tempered()
+    x = flow.randn(2, 3)
+    first = model(x).detach().numpy()
+    model.temperature = 0.25
+    second = model(x).detach().numpy()
+    with flow.mode(flow.EAGER):
+        np.testing.assert_array_equal(second, model(x).detach().numpy())
+        model.temperature = 1.0
+        np.testing.assert_array_equal(first, model(x).detach().numpy())
+
+
+def test_a_python_side_effect_in_forward_happens_on_every_call(graph_mode):
+    model = Tempered()
+    x = flow.randn(2, 3)
+    with pytest.warns(UserWarning, match=r"Tempered.calls: 6 -> 7"):
+        for _ in range(9):
+            model(x)
+    assert model.calls == 9
