@@ -284,11 +284,10 @@ def _write_back(interp, view_of, delta) -> None:
     base, op, attrs = view_of
     back = op.vjp(delta, None, base, **attrs)[0]
     new_base = add(base, back)
-    if interp is EAGER:  # the memory is shared and already updated: only the history changes
-        if new_base.requires_grad:
-            hooks.make_inplace_rebase(base, new_base)
-    else:
+    if interp is not EAGER:  # eager memory is shared and already updated; SSA values are not
         interp.store(base, new_base)
+    if new_base.requires_grad:
+        hooks.make_inplace_rebase(base, new_base)
     if base._view_of is not None:
         _write_back(interp, base._view_of, back)
 

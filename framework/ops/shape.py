@@ -12,7 +12,8 @@ import math
 import operator
 from functools import lru_cache
 
-from .core import broadcast_to
+from .core import broadcast_to, identity
+from .layout import can_view, is_contiguous
 from .opdef import TensorType, defop
 from .rules import ShapeError
 
@@ -90,8 +91,9 @@ def _lower_narrow(ctx, node):
 reshape_op = defop(
     "reshape", lambda xp, x, shape: x.reshape(shape),
     lambda x, shape: _like(x, _resolve_shape(shape, math.prod(x.shape), x.shape)),
-    vjp=lambda g, out, x, shape: (reshape_op(g, shape=tuple(x.shape)),),
-    saves=(), view=True, onnx=_lower_reshape)
+    vjp=lambda g, out, x, shape: (reshape(g, tuple(x.shape)),),
+    saves=(), view=True, onnx=_lower_reshape,
+    doc="A view in a new shape; `reshape` copies first where the strides do not allow one.")
 
 
 def inverse_permutation(perm) -> tuple:
@@ -131,9 +133,13 @@ narrow_op = defop(
 
 # ---- public functions ----------------------------------------------------------------------------
 def reshape(input, *shape, **kw):
+    """A view when the strides allow one, else a copy (as PyTorch), in graph mode too: an
+    in-place op on the result reaches `input` exactly when it is a view."""
     shape = kw.get("shape", shape)
     shape = _resolve_shape(_shape_args(shape), math.prod(input.shape), input.shape)
-    return input if shape == tuple(input.shape) else reshape_op(input, shape=shape)
+    if shape == tuple(input.shape):
+        return input
+    return reshape_op(input if can_view(input, shape) else identity(input), shape=shape)
 
 
 def permute(input, *dims):
@@ -324,8 +330,9 @@ def unbind(input, dim: int = 0) -> tuple:
 
 
 def contiguous(input, memory_format=None):
-    """Arrays behind tensors are laid out by their kernels; there is nothing to rearrange."""
-    return input
+    """`input` itself when its elements lie in C order, else a C-ordered copy (a transposed or
+    strided view): in-place ops on the copy leave `input` alone, as in PyTorch."""
+    return input if is_contiguous(input) else identity(input)
 
 
 EXPORTS = {
@@ -341,6 +348,7 @@ METHODS = {
     "movedim": movedim, "moveaxis": movedim, "flatten": flatten, "ravel": flatten,
     "unflatten": unflatten, "squeeze": squeeze, "unsqueeze": unsqueeze, "expand": expand,
     "narrow": narrow, "split": split, "chunk": chunk, "unbind": unbind, "contiguous": contiguous,
+    "is_contiguous": is_contiguous,
     "view_as": lambda self, other: reshape(self, tuple(other.shape)),
     "reshape_as": lambda self, other: reshape(self, tuple(other.shape)),
 }

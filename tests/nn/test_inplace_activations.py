@@ -136,9 +136,10 @@ FUNCTIONAL_FORMS = [
     ("hardtanh_", "hardtanh", {"min_val": -0.5, "max_val": 1.5}), ("celu_", "celu", {"alpha": 2.0}),
     ("selu_", "selu", {}),
 ]
+FORM_IDS = [f[0] for f in FUNCTIONAL_FORMS]
 
 
-@pytest.mark.parametrize("form,plain,kwargs", FUNCTIONAL_FORMS, ids=[f[0] for f in FUNCTIONAL_FORMS])
+@pytest.mark.parametrize("form,plain,kwargs", FUNCTIONAL_FORMS, ids=FORM_IDS)
 def test_functional_inplace_form(form, plain, kwargs):
     x = np.random.default_rng(4).standard_normal((3, 4)) * 3
     w = np.random.default_rng(5).standard_normal((3, 4))
@@ -154,7 +155,7 @@ def test_functional_inplace_form(form, plain, kwargs):
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-12)
 
 
-@pytest.mark.parametrize("form,plain,kwargs", FUNCTIONAL_FORMS, ids=[f[0] for f in FUNCTIONAL_FORMS])
+@pytest.mark.parametrize("form,plain,kwargs", FUNCTIONAL_FORMS, ids=FORM_IDS)
 def test_functional_inplace_form_matches_pytorch(form, plain, kwargs):
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(4).standard_normal((3, 4)) * 3
