@@ -120,7 +120,6 @@ _GLOBALS = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
             ("builtins", "set"): set, ("builtins", "frozenset"): frozenset,
             ("_codecs", "encode"): _encode_bytes,
             ("torch", "Size"): Size, ("torch", "device"): _device_name}
-_GLOBALS.update({("torch", name): _StorageType(name) for name in _STORAGES})
 _GLOBALS.update({("torch", name): d for name, d in _DTYPES.items()})
 
 
@@ -131,6 +130,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self.storages: dict[str, _Storage] = {}
 
     def find_class(self, module: str, name: str):
+        if module == "torch" and name.endswith("Storage"):   # its dtype is checked on use
+            return _StorageType(name)
         try:
             return _GLOBALS[(module, name)]
         except KeyError:
@@ -167,28 +168,30 @@ def _prefix(zf: zipfile.ZipFile, name: str) -> str:
     return pickles[0][:-len("data.pkl")]
 
 
-def _read_into(zf: zipfile.ZipFile, fh, info: zipfile.ZipInfo, buffer: memoryview) -> None:
+def _read_into(zf: zipfile.ZipFile, fh, info: zipfile.ZipInfo, buffer: memoryview,
+               name: str) -> None:
     """A stored (uncompressed) record goes straight from the file into `buffer`, CRC-checked;
     a compressed one through zipfile."""
+    def bad(why: str) -> TorchCheckpointError:
+        return TorchCheckpointError(f"load: {name!r}: record {info.filename!r} {why}")
+
     if info.file_size != len(buffer):
-        raise TorchCheckpointError(f"record {info.filename!r} holds {info.file_size} bytes, but "
-                                   f"its storage needs {len(buffer)}")
+        raise bad(f"holds {info.file_size} bytes, but its storage needs {len(buffer)}")
     if info.compress_type != zipfile.ZIP_STORED:
         with zf.open(info) as src:
             if src.readinto(buffer) != len(buffer):
-                raise TorchCheckpointError(f"record {info.filename!r} is truncated")
+                raise bad("is truncated")
         return
     fh.seek(info.header_offset)
     local = fh.read(30)
     if len(local) != 30 or local[:4] != b"PK\x03\x04":
-        raise TorchCheckpointError(f"record {info.filename!r} has a damaged local header")
+        raise bad("has a damaged local header")
     name_len, extra_len = struct.unpack("<HH", local[26:30])
     fh.seek(info.header_offset + 30 + name_len + extra_len)
     if fh.readinto(buffer) != len(buffer):
-        raise TorchCheckpointError(f"record {info.filename!r} is truncated")
+        raise bad("is truncated")
     if zlib.crc32(buffer) != info.CRC:
-        raise TorchCheckpointError(f"record {info.filename!r} fails its CRC check (the file is "
-                                   "damaged)")
+        raise bad("fails its CRC check (the file is damaged)")
 
 
 def _numpy_dtype(type_name: str, name: str) -> np.dtype:
@@ -224,7 +227,7 @@ class _Reader:
             except KeyError:
                 raise TorchCheckpointError(f"load: {self.name!r} lacks the record of storage "
                                            f"{s.key!r}") from None
-            _read_into(self.zf, self.fh, info, array.view(np.uint8).data)
+            _read_into(self.zf, self.fh, info, array.view(np.uint8).data, self.name)
             s.array = array.byteswap(inplace=True) if self.swap else array
         return s.array
 
