@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from ..creation import zeros_like
 from ..ops.compare import maximum
-from .optimizer import (Optimizer, check_betas, check_kernel_choices, check_non_negative,
-                        lr_like, step_counter, with_weight_decay)
+from ..tensor import Tensor
+from .optimizer import (Optimizer, apply_weight_decay, check_betas, check_kernel_choices,
+                        check_non_negative, lr_like, step_counter)
 
 
 class Adam(Optimizer):
@@ -27,26 +28,33 @@ class Adam(Optimizer):
 
     def _update(self, p, grad, state, group):
         if not state:
-            state["step"] = step_counter(p)
-            state["exp_avg"] = zeros_like(p)
-            state["exp_avg_sq"] = zeros_like(p)
+            init_moments(p, state)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
-        lr, (beta1, beta2), weight_decay = group["lr"], group["betas"], group["weight_decay"]
+        lr, (beta1, beta2) = group["lr"], group["betas"]
         step = state["step"].add_(1)
-        if group["decoupled_weight_decay"]:
-            if weight_decay != 0:
-                p.mul_(1 - lr * weight_decay)
-        else:
-            grad = with_weight_decay(grad, p, weight_decay)
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        grad = apply_weight_decay(grad, p, group)
+        exp_avg, exp_avg_sq = update_moments(grad, state, group["betas"])
         if group["amsgrad"]:
             exp_avg_sq = state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
         step_size = lr_like(lr, step) / (1 - beta1 ** step)
         denom = exp_avg_sq.sqrt() / (1 - beta2 ** step).sqrt() + group["eps"]
         p.sub_(exp_avg / denom * step_size)
+
+
+def init_moments(p: Tensor, state: dict) -> None:
+    """The state the Adam family shares: a step count and the two running means, at zero."""
+    state["step"] = step_counter(p)
+    state["exp_avg"] = zeros_like(p)
+    state["exp_avg_sq"] = zeros_like(p)
+
+
+def update_moments(grad: Tensor, state: dict, betas: tuple) -> tuple[Tensor, Tensor]:
+    """Adam's running means of the gradient and of its square, updated in place."""
+    beta1, beta2 = betas
+    exp_avg = state["exp_avg"].lerp_(grad, 1 - beta1)
+    exp_avg_sq = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    return exp_avg, exp_avg_sq
 
 
 class AdamW(Adam):

@@ -5,9 +5,9 @@ product are computed from the 0-d step tensor with ops, so a traced step replays
 """
 from __future__ import annotations
 
-from ..creation import zeros_like
-from .optimizer import (Optimizer, check_betas, check_kernel_choices, check_non_negative,
-                        lr_like, scalar_state, step_counter, with_weight_decay)
+from .adam import init_moments, update_moments
+from .optimizer import (Optimizer, apply_weight_decay, check_betas, check_kernel_choices,
+                        check_non_negative, lr_like, scalar_state)
 
 
 class NAdam(Optimizer):
@@ -29,23 +29,15 @@ class NAdam(Optimizer):
 
     def _update(self, p, grad, state, group):
         if not state:
-            state["step"] = step_counter(p)
+            init_moments(p, state)
             state["mu_product"] = scalar_state(p, 1.0)
-            state["exp_avg"] = zeros_like(p)
-            state["exp_avg_sq"] = zeros_like(p)
-        (beta1, beta2), weight_decay, decay = group["betas"], group["weight_decay"], \
-            group["momentum_decay"]
+        (beta1, beta2), decay = group["betas"], group["momentum_decay"]
         step = state["step"].add_(1)
-        if group["decoupled_weight_decay"]:
-            if weight_decay != 0:
-                p.mul_(1 - group["lr"] * weight_decay)
-        else:
-            grad = with_weight_decay(grad, p, weight_decay)
+        grad = apply_weight_decay(grad, p, group)
         mu = beta1 * (1 - 0.5 * 0.96 ** (step * decay))
         mu_next = beta1 * (1 - 0.5 * 0.96 ** ((step + 1) * decay))
         mu_product = state["mu_product"].mul_(mu)
-        exp_avg = state["exp_avg"].lerp_(grad, 1 - beta1)
-        exp_avg_sq = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        exp_avg, exp_avg_sq = update_moments(grad, state, group["betas"])
         denom = (exp_avg_sq / (1 - beta2 ** step)).sqrt() + group["eps"]
         lr = lr_like(group["lr"], step)
         # the Nesterov look-ahead: this gradient's share, then the momentum's

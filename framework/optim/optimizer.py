@@ -241,3 +241,14 @@ def check_kernel_choices(foreach: bool | None = None, fused: bool | None = None,
 def with_weight_decay(grad: Tensor, p: Tensor, weight_decay: float) -> Tensor:
     """L2 penalty folded into the gradient (`grad + weight_decay * p`)."""
     return grad if weight_decay == 0 else grad + p * weight_decay
+
+
+def apply_weight_decay(grad: Tensor, p: Tensor, group: dict) -> Tensor:
+    """The group's weight decay: decoupled (`p *= 1 - lr * weight_decay`, AdamW-style) when
+    `group['decoupled_weight_decay']`, else the L2 term in the gradient; returns the gradient."""
+    weight_decay = group["weight_decay"]
+    if not group.get("decoupled_weight_decay", False):
+        return with_weight_decay(grad, p, weight_decay)
+    if weight_decay != 0:
+        p.mul_(1 - group["lr"] * weight_decay)
+    return grad

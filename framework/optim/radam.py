@@ -7,10 +7,10 @@ a traced step replays correctly on either side of it.
 from __future__ import annotations
 
 from .. import dtype as dt
-from ..creation import zeros_like
 from ..ops.compare import where
-from .optimizer import (Optimizer, check_betas, check_kernel_choices, check_non_negative,
-                        step_counter, with_weight_decay)
+from .adam import init_moments, update_moments
+from .optimizer import (Optimizer, apply_weight_decay, check_betas, check_kernel_choices,
+                        check_non_negative)
 
 
 class RAdam(Optimizer):
@@ -31,18 +31,11 @@ class RAdam(Optimizer):
 
     def _update(self, p, grad, state, group):
         if not state:
-            state["step"] = step_counter(p)
-            state["exp_avg"] = zeros_like(p)
-            state["exp_avg_sq"] = zeros_like(p)
-        (beta1, beta2), weight_decay = group["betas"], group["weight_decay"]
+            init_moments(p, state)
+        beta1, beta2 = group["betas"]
         step = state["step"].add_(1)
-        if group["decoupled_weight_decay"]:
-            if weight_decay != 0:
-                p.mul_(1 - group["lr"] * weight_decay)
-        else:
-            grad = with_weight_decay(grad, p, weight_decay)
-        exp_avg = state["exp_avg"].lerp_(grad, 1 - beta1)
-        exp_avg_sq = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        grad = apply_weight_decay(grad, p, group)
+        exp_avg, exp_avg_sq = update_moments(grad, state, group["betas"])
         momentum_step = exp_avg / (1 - beta1 ** step) * group["lr"]
         rho_inf = 2 / (1 - beta2) - 1
         if rho_inf <= 5:          # rho_t < rho_inf never passes 5: momentum SGD throughout
