@@ -13,6 +13,7 @@ from .size import Size
 
 _BY_NP = dt._BY_NP
 _new = object.__new__
+_tuple_new = tuple.__new__   # a Size from a shape, whose entries are ints already
 
 
 class Tensor:
@@ -63,7 +64,7 @@ class Tensor:
 
     def size(self, dim: int | None = None):
         """A `Size` (a tuple with `numel()`); `.shape` stays a plain tuple (see size.py)."""
-        return Size(self.shape) if dim is None else self.shape[dim]
+        return _tuple_new(Size, self.shape) if dim is None else self.shape[dim]
 
     @property
     def ndim(self) -> int:
