@@ -20,7 +20,7 @@ from .memory import aliases_input
 from .passes.checkpoint import checkpoint_pass
 from .pytree import flatten, flatten_args, map_tensors, unflatten
 from .split import split_forward_backward
-from .state import Snapshot, StateCapture, guard_values, read_state, state_attrs, write_back
+from .state import Snapshot, StateCapture, guard_values, read_state, state_attrs
 from .trace import Trace, scope_names, signature
 from .tracer import tracing
 
@@ -177,7 +177,7 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
         traced = trace.inputs(leaves)
         it = iter(traced)
         args, kwargs, state = map_tensors(call, lambda t: next(it))
-        capture = StateCapture(trace.tracer, walk.modules, walk.attrs, snapshot)
+        capture = StateCapture(trace.tracer, walk.modules, walk.attrs, snapshot, traced)
         capture.swap_in(state)
         trace.tracer.scopes.append(root)
         try:
@@ -185,13 +185,13 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
         finally:
             trace.tracer.scopes.pop()
         out_leaves, tree = flatten(out, f"{name}.forward() output")
-        written, state_leaves = capture.collect()
+        effects, state_leaves = capture.collect()
         n_user = len(out_leaves)
         leaves_out = out_leaves + state_leaves
         if not needs_grad:
             trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves_out]
             exe, report = compile_graph(trace.graph)
-            return ForwardEntry(exe, tree, n_user, written, walk.attr_names)
+            return ForwardEntry(exe, tree, n_user, effects)
         wrt = params + [t for t in traced if t.requires_grad]
         diff = [t for t in out_leaves if t.requires_grad]
         seeds = [trace.tracer.input(t._value.type, f"grad_{i}") for i, t in enumerate(diff)]
@@ -208,7 +208,7 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     input_positions = [i for i, t in enumerate(leaves) if t.requires_grad]
     diff_positions = [i for i, t in enumerate(out_leaves) if t.requires_grad]
     return JointEntry(fwd_exe, bwd_exe, tree, n_user, len(leaves_out), len(residuals), params,
-                      input_positions, diff_positions, have, name, written, walk.attr_names)
+                      input_positions, diff_positions, have, name, effects)
 
 
 def _arrays(leaves) -> list:
@@ -216,14 +216,13 @@ def _arrays(leaves) -> list:
 
 
 class ForwardEntry:
-    def __init__(self, exe, tree, n_user, written, state_names):
-        self.exe, self.tree, self.n_user = exe, tree, n_user
-        self.written, self.state_names = written, state_names
+    def __init__(self, exe, tree, n_user, effects):
+        self.exe, self.tree, self.n_user, self.effects = exe, tree, n_user, effects
 
     def run(self, leaves):
         outs = self.exe(_arrays(leaves))
-        if self.written:
-            write_back(self.written, self.state_names, outs[self.n_user:])
+        if self.effects:
+            self.effects.apply(leaves, outs[self.n_user:])
             outs = outs[:self.n_user]
         return unflatten(self.tree, [Tensor._wrap(o) for o in outs])
 
@@ -288,20 +287,20 @@ class JointEntry:
     whose outputs are the user's outputs, each at its own position (`_output_nr`)."""
 
     def __init__(self, fwd, bwd, tree, n_user, n_out, n_res, params, input_positions,
-                 diff_positions, have, name, written, state_names):
+                 diff_positions, have, name, effects):
         self.fwd, self.bwd, self.tree, self.n_res = fwd, bwd, tree, n_res
         self.n_user, self.n_out = n_user, n_out
         self.shared = _shared_outputs(bwd.graph)
         self.params, self.input_positions = params, input_positions
         self.diff_positions, self.have, self.name = diff_positions, have, name
-        self.written, self.state_names = written, state_names
+        self.effects = effects
 
     def run(self, leaves):
         res = self.fwd(_arrays(leaves))
         n_user = self.n_user
         outs = [Tensor._wrap(o, i) for i, o in enumerate(res[:n_user])]
-        if self.written:
-            write_back(self.written, self.state_names, res[n_user:self.n_out])
+        if self.effects:
+            self.effects.apply(leaves, res[n_user:self.n_out])
         inputs = self.params + [leaves[i] for i in self.input_positions]
         op = _CompiledBackward(self, len(inputs))
         inputs += [Tensor._wrap(r) for r in res[self.n_out:]]

@@ -102,19 +102,22 @@ class StateCapture:
     them). Plain values the forward assigned (a flag, a counter) keep their new values, as after
     one eager call; the walk's guard on them makes the next call compile again if they changed."""
 
-    def __init__(self, tracer, modules, attrs: tuple, snapshot: Snapshot):
+    def __init__(self, tracer, modules, attrs: tuple, snapshot: Snapshot, inputs: list):
+        """`inputs`: the traced inputs standing for the caller's tensors, watched for in-place
+        changes (`x += 1` in forward changes the caller's x in eager mode)."""
         self.tracer, self.modules, self.attrs, self.snapshot = tracer, modules, attrs, snapshot
         self.swapped: dict = {}
         self.before = {id(m): (attrs, buffers) for m, attrs, buffers, _ in snapshot.modules}
+        self.inputs = [(t, t._value) for t in inputs]
 
     def swap_in(self, traced_values: list) -> None:
         for (m, name), v in zip(self.attrs, traced_values):
             m.__dict__[name] = v
             self.swapped[(id(m), name)] = v
 
-    def collect(self) -> tuple[list, list]:
-        """([(module, name, tree)], traced leaves) of the attributes assigned while tracing.
-        Reassigned buffers become in-place state updates."""
+    def collect(self) -> tuple["SideEffects", list]:
+        """(the run's side effects, the traced values they write): attributes assigned while
+        tracing, then inputs changed in place. Reassigned buffers become state updates."""
         written, leaves = [], []
         for m in self.modules:
             attrs, buffers = self.before[id(m)]
@@ -134,7 +137,12 @@ class StateCapture:
                 if isinstance(b, TracedTensor):
                     self._buffer_update(m, name, b, buffers.get(name))
                     m._buffers[name] = buffers.get(name)
-        return written, leaves
+        mutated = []
+        for i, (t, v) in enumerate(self.inputs):
+            if t._value is not v:   # (with gradients on, autograd refuses this on a leaf)
+                mutated.append(i)
+                leaves.append(t)
+        return SideEffects(written, {(id(m), n) for m, n in self.attrs}, mutated), leaves
 
     def _holds_traced(self, v) -> bool:
         found = []
@@ -165,16 +173,31 @@ def _where(t) -> str:
     return f"at {node.where()}" if node is not None and node.where() else "in the traced code"
 
 
-def write_back(written: list, state_names: set, arrays: list) -> None:
-    """Give each assigned attribute its new value from this run (`arrays`, in `collect` order)."""
-    k = 0
-    for m, name, tree in written:
-        n = _count_leaves(tree)
-        value = unflatten(tree, [Tensor._wrap(a) for a in arrays[k:k + n]])
-        k += n
-        if (id(m), name) not in state_names:   # a new state attribute: the walk must see it
-            tree_version[0] += 1
-        m.__dict__[name] = value
+class SideEffects:
+    """What each run of a compiled call writes besides its outputs, from the extra outputs the
+    graph returns for them: module attributes assigned while tracing (`written`: module, name,
+    tree), then the caller's tensors the traced code changed in place (`mutated` positions)."""
+
+    def __init__(self, written: list, state_names: set, mutated: list):
+        self.written, self.state_names, self.mutated = written, state_names, mutated
+        self.count = sum(_count_leaves(tree) for _, _, tree in written) + len(mutated)
+
+    def __bool__(self) -> bool:
+        return bool(self.count)
+
+    def apply(self, leaves: list, arrays: list) -> None:
+        k = 0
+        for m, name, tree in self.written:
+            n = _count_leaves(tree)
+            value = unflatten(tree, [Tensor._wrap(a) for a in arrays[k:k + n]])
+            k += n
+            if (id(m), name) not in self.state_names:   # a new tensor attribute: walk again
+                tree_version[0] += 1
+            m.__dict__[name] = value
+        for i, arr in zip(self.mutated, arrays[k:]):
+            t = leaves[i]
+            t._data[...] = arr
+            t._version[0] += 1
 
 
 def _count_leaves(tree) -> int:

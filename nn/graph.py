@@ -20,7 +20,7 @@ from dualflow.graph.cache import GraphCache
 from dualflow.graph.module_call import module_tree
 from dualflow.graph.optim_step import LrBinding, check_state_in_place
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
-from dualflow.graph.state import Snapshot, StateCapture, read_state, write_back
+from dualflow.graph.state import Snapshot, StateCapture, read_state
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
@@ -88,18 +88,17 @@ class _TrainEntry:
     """A compiled build: its outputs (`n_user`), the module attributes it assigned (written back
     each run), then the gradients of the parameters it leaves to the caller."""
 
-    def __init__(self, exe, tree, n_user, n_out, grad_params, lr_bindings, report, written,
-                 state_names):
+    def __init__(self, exe, tree, n_user, n_out, grad_params, lr_bindings, report, effects):
         self.exe, self.tree, self.n_user, self.n_out = exe, tree, n_user, n_out
         self.grad_params, self.lr_bindings, self.report = grad_params, lr_bindings, report
-        self.written, self.state_names = written, state_names
+        self.effects = effects
 
     def run(self, leaves):
         for b in self.lr_bindings:
             b.refresh()
         res = self.exe([t._data for t in leaves])
-        if self.written:
-            write_back(self.written, self.state_names, res[self.n_user:self.n_out])
+        if self.effects:
+            self.effects.apply(leaves, res[self.n_user:self.n_out])
         if self.grad_params:
             for p, arr in zip(self.grad_params, res[self.n_out:]):
                 p.grad = Tensor._wrap(arr) if p.grad is None else Tensor._wrap(p.grad._data + arr)
@@ -329,13 +328,14 @@ class Graph:
             for b in bindings:
                 b.group["lr"] = b.tensor
             with trace:
-                it = iter(trace.inputs(leaves))
+                traced = trace.inputs(leaves)
+                it = iter(traced)
                 args, state = map_tensors(call, lambda t: next(it))
-                capture = StateCapture(trace.tracer, modules, attrs, snapshot)
+                capture = StateCapture(trace.tracer, modules, attrs, snapshot, traced)
                 capture.swap_in(state)
                 out = self._step(args)
                 out_leaves, tree = flatten(out, f"{type(self).__name__}.build() output")
-                written, state_leaves = capture.collect()
+                effects, state_leaves = capture.collect()
                 grad_params = [p for p in params if isinstance(p.grad, TracedTensor)]
                 values = [trace.tracer.value_of(t) for t in
                           out_leaves + state_leaves + [p.grad for p in grad_params]]
@@ -348,9 +348,8 @@ class Graph:
                 p.grad = stash[id(p)]
         trace.graph.outputs = values
         exe, report = compile_graph(trace.graph, config=self.config, module_names=module_names)
-        names_read = {(id(m), n) for m, n in attrs}
         entry = _TrainEntry(exe, tree, len(out_leaves), len(out_leaves) + len(state_leaves),
-                            grad_params, bindings, report, written, names_read)
+                            grad_params, bindings, report, effects)
         if self._debug_level >= 0:
             print(f"[dualflow] compiled {type(self).__name__}: {report['nodes_traced']} nodes "
                   f"traced, {report['nodes']} after passes, {report['compile_seconds']:.3f}s")

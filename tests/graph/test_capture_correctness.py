@@ -416,3 +416,43 @@ def test_a_python_side_effect_in_forward_happens_on_every_call(graph_mode):
         for _ in range(9):
             model(x)
     assert model.calls == 9
+
+
+# ---- the caller's tensors changed in place by forward ------------------------------------------
+class AddsInPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x, extra):
+        x += 1.0
+        extra[0][1].mul_(2.0)   # a view of a tensor inside a list argument
+        return self.lin(x)
+
+
+def test_inputs_changed_in_place_are_changed_for_the_caller_too():
+    model = AddsInPlace()
+
+    class Call(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x, extra):
+            return self.model(x, extra)
+
+    step = Call()
+    for run in (lambda x, e: model(x, e), step):
+        with flow.no_grad(), flow.mode(flow.GRAPH if run is not step else flow.EAGER):
+            x, extra = flow.zeros(2, 3), [flow.ones(2, 2)]
+            for _ in range(3):
+                run(x, extra)
+        np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 3.0))
+        np.testing.assert_array_equal(extra[0].numpy(), [[1.0, 1.0], [8.0, 8.0]])
+
+
+def test_an_input_that_requires_grad_changed_in_place_is_refused(graph_mode):
+    model = AddsInPlace()
+    x = flow.zeros(2, 3).requires_grad_()
+    with pytest.raises(RuntimeError, match="in-place"):
+        model(x.clone(), [flow.ones(2, 2)])
