@@ -296,3 +296,23 @@ def test_trajectory_matches_torch_float32(name, kw):
             assert got.dtype == np.float32
             np.testing.assert_allclose(got, p.detach().numpy(), rtol=1e-5, atol=1e-6,
                                        err_msg=f"step {t}")
+
+
+# ---- devices: the same updates on a GPU (CuPy) --------------------------------------------
+def _trajectory_on(device, cls, kw, steps=6):
+    params = [flow.tensor(p.detach().numpy(), dtype=flow.float64, device=device,
+                          requires_grad=True) for p in _params()]
+    opt = cls(params, **kw)
+    for t in range(steps):
+        for p, g in zip(params, _grad([p.detach().cpu().numpy() for p in params], t)):
+            p.grad = flow.tensor(g, dtype=flow.float64, device=device)
+        opt.step()
+    return [p.detach().cpu().numpy() for p in params]
+
+
+@pytest.mark.skipif(not flow.cuda.is_available(), reason="no CUDA GPU (CuPy)")
+@pytest.mark.parametrize("cls,kw", [(c, kw) for c, _, kw in NUMPY_CASES],
+                         ids=[f"{c.__name__}-{i}" for i, (c, _, _) in enumerate(NUMPY_CASES)])
+def test_gpu_updates_match_cpu(cls, kw):
+    for g, c in zip(_trajectory_on("cuda", cls, kw), _trajectory_on("cpu", cls, kw)):
+        np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)
