@@ -212,15 +212,16 @@ def _named(module, name):
     return _NAMED[module, name]
 
 
-def _archive(obj, storages: dict, pickle_bytes: bytes | None = None, prefix="archive") -> bytes:
+def _archive(obj, storages: dict, pickle_bytes: bytes | None = None, prefix="archive",
+             compression=zipfile.ZIP_STORED, byteorder="little") -> bytes:
     if pickle_bytes is None:
         buf = io.BytesIO()
         _Pickler(buf, protocol=2).dump(obj)
         pickle_bytes = buf.getvalue()
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
+    with zipfile.ZipFile(out, "w", compression) as zf:
         zf.writestr(f"{prefix}/data.pkl", pickle_bytes)
-        zf.writestr(f"{prefix}/byteorder", "little")
+        zf.writestr(f"{prefix}/byteorder", byteorder)
         for key, array in storages.items():
             zf.writestr(f"{prefix}/data/{key}", array.tobytes())
     return out.getvalue()
@@ -232,9 +233,13 @@ def _load_bytes(data: bytes, tmp_path):
     return flow.load(path)
 
 
-def test_hand_made_archive_loads():
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+@pytest.mark.parametrize("byteorder", ["little", "big"])
+def test_hand_made_archive_loads(compression, byteorder):
+    storage = np.arange(6.0).astype("<f8" if byteorder == "little" else ">f8")
     data = _archive({"a": _Rebuild("DoubleStorage", "0", 6, size=(2, 2), stride=(1, 2),
-                                   offset=1)}, {"0": np.arange(6.0)})
+                                   offset=1)}, {"0": storage}, prefix="my_model",
+                    compression=compression, byteorder=byteorder)
     got = flow.load(io.BytesIO(data))["a"]
     np.testing.assert_array_equal(got.numpy(), [[1.0, 3.0], [2.0, 4.0]])
 
