@@ -116,20 +116,28 @@ class Walk:
     values of the modules' attributes (numbers, strings, tuples of them), which Python code in
     `forward` may branch on. The key is part of every cache key, so a replaced layer, a new
     buffer or `model.temperature = 0.5` compiles anew instead of replaying a stale graph."""
-    __slots__ = ("version", "modules", "params", "grad_params", "attrs", "attr_names", "guards",
-                 "key")
+    __slots__ = ("version", "modules", "params", "flags", "grad_params", "attrs", "attr_names",
+                 "guards", "key")
 
     def __init__(self, module):
         self.version = tree_version[0]
         self.modules = list(module.modules())
         self.params = list(module.parameters())
+        self.flags = [p.requires_grad for p in self.params]
         self.grad_params = [p for p in self.params if p.requires_grad]
         self.attrs = state_attrs(self.modules)
         self.attr_names = {(id(m), name) for m, name in self.attrs}
         self.guards = guard_values(self.modules)
         buffers = [b for m in self.modules for b in m._buffers.values()]
         self.key = WalkKey(tuple(map(id, self.modules)) + tuple(map(id, self.params)) + tuple(
-            map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs) + self.guards)
+            map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs) + self.guards +
+            tuple(self.flags))
+
+    def current(self) -> bool:
+        """Still true to the tree: no table or attribute changed, and no parameter was frozen
+        or unfrozen (`requires_grad` is a plain flag, so it is compared on every call)."""
+        return self.version == tree_version[0] and \
+            [p.requires_grad for p in self.params] == self.flags
 
 
 class WalkKey:
@@ -148,11 +156,11 @@ class WalkKey:
 
 
 def module_tree(module) -> Walk:
-    """`module`'s walk, made again only after some module's tables or tensor attributes changed
-    (`nn.module.tree_version`): a walk costs ~10 µs for a five-layer MLP, on every call. It is
-    kept on the module itself, so it goes when the module goes."""
+    """`module`'s walk, made again only after some module's tables or attributes changed
+    (`nn.module.tree_version`) or a parameter's `requires_grad`: a walk costs ~10 µs for a
+    five-layer MLP, on every call. It is kept on the module itself, so it goes with the module."""
     walk = module.__dict__.get("_graph_walk")
-    if walk is None or walk.version != tree_version[0]:
+    if walk is None or not walk.current():
         walk = module.__dict__["_graph_walk"] = Walk(module)
     return walk
 

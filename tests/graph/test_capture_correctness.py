@@ -456,3 +456,17 @@ def test_an_input_that_requires_grad_changed_in_place_is_refused(graph_mode):
     x = flow.zeros(2, 3).requires_grad_()
     with pytest.raises(RuntimeError, match="in-place"):
         model(x.clone(), [flow.ones(2, 2)])
+
+
+def test_freezing_or_unfreezing_a_parameter_after_compiling_is_seen(graph_mode):
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    x = flow.randn(4, 3)
+    model(x).sum().backward()
+    model[0].weight.requires_grad = False
+    model.zero_grad()
+    model(x).sum().backward()
+    assert model[0].weight.grad is None and model[1].weight.grad is not None
+    model[0].weight.requires_grad = True
+    model.zero_grad()
+    model(x).sum().backward()
+    assert model[0].weight.grad is not None
