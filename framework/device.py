@@ -65,6 +65,10 @@ def device_of(array) -> Device:
 
 
 def xp_of(array):
+    if array is None:   # the tensor has no data: it stands for a value inside a traced graph
+        raise RuntimeError("a tensor traced into a compiled graph was used outside its trace (was "
+                           "it kept in a global or a container while tracing?); compiled graphs "
+                           "return real tensors: use those")
     return np if isinstance(array, np.ndarray) else _import_cupy()
 
 

@@ -470,3 +470,16 @@ def test_freezing_or_unfreezing_a_parameter_after_compiling_is_seen(graph_mode):
     model.zero_grad()
     model(x).sum().backward()
     assert model[0].weight.grad is not None
+
+
+def test_a_traced_tensor_kept_outside_the_trace_says_so_when_used(graph_mode):
+    kept = []
+
+    class Leaks(nn.Module):
+        def forward(self, x):
+            kept.append(x * 2)
+            return x + 1
+
+    Leaks()(flow.ones(2))
+    with flow.mode(flow.EAGER), pytest.raises(RuntimeError, match="outside its trace"):
+        kept[0] + 1
