@@ -149,6 +149,38 @@ def test_a_new_thread_starts_with_grad_enabled_and_keeps_its_switch_to_itself():
     assert flow.is_grad_enabled()
 
 
+def test_retain_graph_of_one_threads_backward_is_not_seen_by_another():
+    """A compiled GRAPH-mode call's backward frees its residuals unless the walk running it
+    retains the graph: that must be its own thread's walk."""
+    model, x = _Affine(), flow.tensor([2.0, 3.0, 4.0])
+    with flow.mode(flow.GRAPH):
+        y = model(x)
+    assert "compiled" in y.grad_fn.name().lower()
+    other = flow.tensor([1.0, 2.0], requires_grad=True)
+
+    def backward_without_retaining():
+        u = other * 3
+        u.register_hook(lambda g: (paused.checkpoint(), g)[1])
+        u.sum().backward()  # retain_graph=False, paused half-way through the walk
+        return other.grad.numpy()
+
+    paused = Paused(backward_without_retaining)
+
+    def start_the_other_backward(g):  # runs just before the compiled call's backward
+        paused.__enter__()
+        return g
+
+    y.register_hook(start_the_other_backward)
+    try:
+        y.sum().backward(retain_graph=True)
+    finally:
+        paused.__exit__()
+    np.testing.assert_array_equal(paused.result(), [3.0, 3.0])
+    np.testing.assert_array_equal(model.w.grad.numpy(), x.numpy())
+    y.sum().backward()  # the graph was retained, the compiled call's residuals with it
+    np.testing.assert_array_equal(model.w.grad.numpy(), 2 * x.numpy())
+
+
 # ---- the tracer ---------------------------------------------------------------------------------
 class _Double(nn.Graph):
     """`build` pauses half-way when given a Paused, so another thread can act mid-trace."""
