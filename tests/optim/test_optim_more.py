@@ -3,6 +3,7 @@ recurrences written from the papers' update rules, PyTorch trajectories and stat
 (relative 1e-10), argument checks. State-dict round trips and nn.Graph training are in
 test_optim.py's tables; the compiled GRAPH-mode step in tests/graph/test_optim_step.py."""
 import contextlib
+import inspect
 
 import numpy as np
 import pytest
@@ -233,6 +234,20 @@ TORCH_CONFIGS = [
     ("ASGD", dict(lr=0.05, lambd=0.1, alpha=0.5, t0=3, weight_decay=0.1)),
     ("ASGD", dict(lr=0.05, t0=0, maximize=True)),
 ]
+
+
+ALL_OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                  "RAdam", "Rprop", "ASGD", "LBFGS"]
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_constructor_signature_is_torchs(name):
+    """Same parameter names, order, positional/keyword kinds and defaults as torch.optim."""
+    torch = pytest.importorskip("torch")
+
+    def described(cls):
+        return [(k, p.kind, p.default) for k, p in inspect.signature(cls).parameters.items()]
+    assert described(getattr(optim, name)) == described(getattr(torch.optim, name))
 
 
 @contextlib.contextmanager
