@@ -106,6 +106,7 @@ class Tracer:
         self.bound: dict = {}     # id(eager tensor) -> current Value (param, or after a state update)
         self.backward_error: Exception | None = None  # raised by backward() when set
         self.scopes: list = []
+        self.update_index: dict = {}   # id(eager tensor) -> its position in state_updates
 
     # ---- values ---------------------------------------------------------------------------
     def wrap(self, value, output_nr: int = 0) -> TracedTensor:
@@ -177,10 +178,11 @@ class Tracer:
             return
         self.bound[id(target)] = result._value
         updates = self.graph.state_updates
-        for i, (t, _) in enumerate(updates):
-            if t is target:
-                updates[i] = (target, result._value)
-                return
+        k = self.update_index.get(id(target))
+        if k is not None and updates[k][0] is target:
+            updates[k] = (target, result._value)
+            return
+        self.update_index[id(target)] = len(updates)
         updates.append((target, result._value))
 
 

@@ -63,7 +63,8 @@ def groups(graph: Graph) -> dict:
             group[target] = group.pop(id(n)) + group[target]
             for m in group[target]:
                 root_of[id(m)] = target
-    return {k: sorted(g, key=_order(graph)) for k, g in group.items()
+    order = _order(graph)   # one position map for all groups: per group it was quadratic
+    return {k: sorted(g, key=order) for k, g in group.items()
             if (len(g) > 1 or _worth_alone(g[0])) and fusible(g[-1])}
 
 
