@@ -28,6 +28,11 @@ CASES = [
          (_data(4, 6),), (0,)),
     Case("topk-3d-middle", lambda lib, x: x.topk(2, 1), (_data(2, 5, 3),), (0,)),
     Case("topk-all", lambda lib, x: lib.topk(x, 6), (_data(3, 6),), (0,)),
+    Case("topk-few-of-many", lambda lib, x: lib.topk(x, 5), (_data(3, 100),), (0,)),
+    Case("topk-few-of-many-smallest-dim0", lambda lib, x: lib.topk(x, 4, 0, largest=False),
+         (_data(90, 2),), (0,)),
+    Case("topk-few-of-many-nan", lambda lib, x: lib.topk(x, 3),
+         (np.where(np.arange(80) == 37, NAN, _data(80)),)),
     Case("topk-k0", lambda lib, x: lib.topk(x, 0), (_data(3, 4),), (0,)),
     Case("topk-0d", lambda lib, x: lib.topk(x, 1), (np.array(1.5),), (0,)),
     Case("topk-unsorted-values", lambda lib, x: lib.topk(x, 3, sorted=False).values.sort().values,
@@ -106,6 +111,19 @@ def test_stable_descending_keeps_ties_in_input_order():
     out = flow.sort(flow.tensor([2.0, 1.0, 2.0, 1.0, 2.0]), descending=True)
     assert out.indices.tolist() == [0, 2, 4, 1, 3]
     assert out.values.tolist() == [2.0, 2.0, 2.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_few_of_many_is_the_head_of_the_stable_sort(largest, dtype):
+    """A small k takes a partition path; with many ties it must still pick, and order, exactly
+    what the stable sort puts first."""
+    x = flow.tensor(np.random.default_rng(4).integers(0, 6, (5, 97, 3)).astype(dtype))
+    for k in (1, 4, 12):
+        top = flow.topk(x, k, dim=1, largest=largest)
+        head = flow.sort(x, dim=1, descending=largest)
+        np.testing.assert_array_equal(top.indices.numpy(), head.indices.numpy()[:, :k])
+        np.testing.assert_array_equal(top.values.numpy(), head.values.numpy()[:, :k])
 
 
 @pytest.mark.parametrize("call, message", [

@@ -45,6 +45,9 @@ SAMPLES = {
         _topk(_TIES, 5, 1, label="ties-descending", grad=False),
         _topk(_TIES, 3, 1, largest=False, label="ties-ascending", grad=False),
         _topk(ints(3, 6, high=4), 4, 1, label="int64-ties"),
+        _topk(rnd(3, 64), 3, 1, label="few-of-many"),
+        _topk(rnd(64, 2), 8, 0, largest=False, label="few-of-many-smallest"),
+        _topk(ints(40, 3, high=5), 5, 0, label="few-of-many-ties"),
     ],
     "searchsorted": [
         _search(_BOUNDS, rnd(2, 3), label="left"),
