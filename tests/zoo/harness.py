@@ -3,6 +3,7 @@ ordinary eager loop under `flow.set_mode(flow.GRAPH)`. Each run starts from the 
 data and reports its per-step losses and final state, for the tests to compare."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,7 +25,8 @@ class Recipe:
     or (None, None) for a manual update `update(fw, model)` after backward (then the step starts
     with `model.zero_grad()`); `loss(fw, model, *batch)` is the forward and the loss. With
     `init_carry(fw, model)` (a recurrent state), `loss` takes the carry as its last argument and
-    returns (loss, new carry)."""
+    returns (loss, new carry). `eval_batches` (default: the training batches) are for
+    `evaluate`."""
     model: Callable
     optimizer: Callable
     loss: Callable
@@ -32,6 +34,7 @@ class Recipe:
     clip: float | None = None
     update: Callable | None = None
     init_carry: Callable | None = None
+    eval_batches: tuple = ()
     seed: int = field(default=0)
 
 
@@ -59,23 +62,60 @@ def fresh_model(recipe: Recipe, fw, dtype: str, start: dict[str, np.ndarray]):
     return model
 
 
-def train(recipe: Recipe, fw, dtype: str, mode: str, start: dict[str, np.ndarray]) -> Run:
-    """Train from `start` on the recipe's batches in `mode` (PyTorch: always "eager")."""
+def train(recipe: Recipe, fw, dtype: str, mode: str, start: dict[str, np.ndarray],
+          failing_batch: tuple | None = None) -> Run:
+    """Train from `start` on the recipe's batches in `mode` (PyTorch: always "eager"). With
+    `failing_batch`, a step on it is tried first and last, and must raise an error saying
+    "out of bounds" (a bad token id), as eager does."""
     model = fresh_model(recipe, fw, dtype, start)
     opt, sched = recipe.optimizer(fw, model)
     batches = [tuple(to_fw(fw, a, dtype) for a in b) for b in recipe.batches]
     carry = recipe.init_carry(fw, model) if recipe.init_carry else None
     if mode == "nn.Graph":
-        losses, carry = _graph_loop(recipe, model, opt, sched, batches, carry)
-    elif mode == "GRAPH":
-        flow.set_mode(flow.GRAPH)
-        try:
-            losses, carry = _eager_loop(recipe, fw, model, opt, sched, batches, carry)
-        finally:
-            flow.set_mode(flow.EAGER)
+        graph = TrainStep(recipe, model, opt, sched)
+        steps = functools.partial(_graph_loop, graph)
     else:
-        losses, carry = _eager_loop(recipe, fw, model, opt, sched, batches, carry)
+        steps = functools.partial(_eager_loop, recipe, fw, model, opt, sched)
+    flow.set_mode(flow.GRAPH if mode == "GRAPH" else flow.EAGER)
+    try:
+        if failing_batch is not None:
+            _expect_out_of_bounds(steps, tuple(to_fw(fw, a, dtype) for a in failing_batch), carry)
+        losses, carry = steps(batches, carry)
+        if failing_batch is not None:
+            _expect_out_of_bounds(steps, tuple(to_fw(fw, a, dtype) for a in failing_batch), carry)
+    finally:
+        flow.set_mode(flow.EAGER)
     return Run(losses, state_arrays(model), [numpy_of(t) for t in carry or ()], model)
+
+
+def _expect_out_of_bounds(steps: Callable, batch: tuple, carry) -> None:
+    try:
+        steps([batch], carry)
+    except Exception as e:  # noqa: BLE001  (eager raises IndexError, a compiled graph wraps it)
+        if "out of bounds" not in str(e):
+            raise
+        return
+    raise AssertionError("a step on out-of-range token ids did not fail")
+
+
+def evaluate(recipe: Recipe, fw, model, dtype: str, mode: str = "eager") -> list:
+    """The loss on each evaluation batch in eval mode under no_grad, as examples' `evaluate()`
+    functions compute it; `mode` "GRAPH" runs it under flow.set_mode(flow.GRAPH)."""
+    model.eval()
+    losses = []
+    flow.set_mode(flow.GRAPH if mode == "GRAPH" else flow.EAGER)
+    try:
+        with fw.no_grad():
+            for batch in recipe.eval_batches or recipe.batches:
+                batch = tuple(to_fw(fw, a, dtype) for a in batch)
+                if recipe.init_carry is None:
+                    losses.append(recipe.loss(fw, model, *batch).item())
+                else:
+                    carry = recipe.init_carry(fw, model)
+                    losses.append(recipe.loss(fw, model, *batch, carry)[0].item())
+    finally:
+        flow.set_mode(flow.EAGER)
+    return losses
 
 
 def _step_body(recipe: Recipe, fw, model, batch, carry):
@@ -105,7 +145,7 @@ def _eager_loop(recipe, fw, model, opt, sched, batches, carry) -> list:
     return losses, carry
 
 
-class _TrainStep(flow.nn.Graph):
+class TrainStep(flow.nn.Graph):
     """The nn.Graph form of one training step: build = forward, backward, clip (and a manual
     update when the program has no optimizer); the optimizer and scheduler go to add_optimizer."""
 
@@ -124,8 +164,7 @@ class _TrainStep(flow.nn.Graph):
         return _step_body(self.recipe, flow, self.model, args[:-1], args[-1])
 
 
-def _graph_loop(recipe, model, opt, sched, batches, carry) -> list:
-    step = _TrainStep(recipe, model, opt, sched)
+def _graph_loop(step: TrainStep, batches, carry) -> list:
     losses = []
     for batch in batches:
         if carry is None:

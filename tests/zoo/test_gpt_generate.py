@@ -9,7 +9,7 @@ import dualflow as flow
 
 from .bridge import numpy_of
 from .harness import fresh_model
-from .recipes import GPT, GPT_CONFIG
+from .recipes import GPT_CONFIG, RECIPES
 from .runs import start_of
 
 PROMPT = np.array([[1, 2, 3], [4, 5, 6]])
@@ -17,7 +17,7 @@ NEW = 7   # 3 + 7 tokens > block_size 8: the context is cropped
 
 
 def _model(fw=flow):
-    model = fresh_model(GPT, fw, "float64", start_of("gpt"))
+    model = fresh_model(RECIPES["gpt"], fw, "float64", start_of("gpt"))
     model.eval()
     return model
 

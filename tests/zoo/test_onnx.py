@@ -12,7 +12,7 @@ import dualflow as flow  # noqa: E402
 from dualflow.graph.pytree import flatten  # noqa: E402
 
 from .gan import gan_run  # noqa: E402
-from .recipes import BSZ, GPT_CONFIG, NTOKEN, SEQ_LEN  # noqa: E402
+from .recipes import GPT_CONFIG, IMAGE_SHAPE, NTOKEN, SEQ_LEN  # noqa: E402
 from .runs import run_of  # noqa: E402
 
 SIZES = (2, 5)   # the traced batch size, then another one
@@ -48,15 +48,15 @@ CASES = {
     "transformer_lm": (lambda: run_of("transformer_lm", "dualflow", "float32", "eager").model,
                        lambda b: (_tokens(b, True),), {"input_0": 1}),
     "resnet18": (lambda: run_of("resnet18", "dualflow", "float32", "eager").model,
-                 lambda b: (_images((3, 16, 16))(b),), {"input_0": 0}),
+                 lambda b: (_images(IMAGE_SHAPE[1:])(b),), {"input_0": 0}),
     "mobilenet_v2": (lambda: run_of("mobilenet_v2", "dualflow", "float32", "eager").model,
-                     lambda b: (_images((3, 16, 16))(b),), {"input_0": 0}),
+                     lambda b: (_images(IMAGE_SHAPE[1:])(b),), {"input_0": 0}),
     "mobilenet_v3": (lambda: run_of("mobilenet_v3", "dualflow", "float32", "eager").model,
-                     lambda b: (_images((3, 16, 16))(b),), {"input_0": 0}),
+                     lambda b: (_images(IMAGE_SHAPE[1:])(b),), {"input_0": 0}),
     "dcgan_generator": (lambda: gan_run("dualflow", "float32", "eager").model[0],
                         lambda b: (_images((8, 1, 1))(b),), {"input_0": 0}),
     "dcgan_discriminator": (lambda: gan_run("dualflow", "float32", "eager").model[1],
-                            lambda b: (_images((3, 16, 16))(b),), {"input_0": 0}),
+                            lambda b: (_images(IMAGE_SHAPE[1:])(b),), {"input_0": 0}),
 }
 
 KNOWN_FAILURES: dict = {}

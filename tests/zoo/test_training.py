@@ -6,9 +6,9 @@ import pytest
 
 import dualflow as flow
 
-from .harness import MODES, TOL, assert_runs_close
+from .harness import MODES, TOL, assert_runs_close, evaluate, train
 from .recipes import RECIPES
-from .runs import run_of
+from .runs import run_of, start_of
 
 DTYPES = ("float32", "float64")
 
@@ -58,3 +58,50 @@ def test_hardsigmoid_gradient_is_exact_in_float64():
     flow.nn.Hardsigmoid()(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.where(np.abs(x.detach().numpy()) < 3,
                                                            1 / 6, 0.0))
+
+
+@pytest.mark.parametrize("eval_mode", ["eager", "GRAPH"])
+@pytest.mark.parametrize("train_mode", MODES)
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_evaluation_after_training_matches_eager(name, train_mode, eval_mode):
+    """The trained model, switched to eval mode, on new data (other lengths / batch sizes): no
+    state a compiled run left on the module (a cached mask, a BatchNorm statistic) may differ."""
+    got = evaluate(RECIPES[name], flow, run_of(name, "dualflow", "float64", train_mode).model,
+                   "float64", eval_mode)
+    want = evaluate(RECIPES[name], flow, run_of(name, "dualflow", "float64", "eager").model,
+                    "float64")
+    np.testing.assert_allclose(got, want, rtol=TOL["float64"], atol=0)
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_evaluation_matches_pytorch(name):
+    torch = pytest.importorskip("torch")
+    got = evaluate(RECIPES[name], flow, run_of(name, "dualflow", "float64", "eager").model,
+                   "float64")
+    want = evaluate(RECIPES[name], torch, run_of(name, "torch", "float64", "eager").model,
+                    "float64")
+    np.testing.assert_allclose(got, want, rtol=TORCH_TOLERANCE.get((name, "float64"),
+                                                                   TOL["float64"]), atol=0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transformer_lm_leaves_a_concrete_causal_mask_on_the_module(mode):
+    """forward caches `self.src_mask`; a compiled run (training, then evaluation in GRAPH mode)
+    must leave a real tensor there, not a value of its trace."""
+    recipe = RECIPES["transformer_lm"]
+    model = train(recipe, flow, "float64", mode, start_of("transformer_lm")).model
+    for when in ("after training", "after a GRAPH-mode evaluation"):
+        mask = model.src_mask
+        assert type(mask) is flow.Tensor, when
+        n = mask.shape[0]
+        np.testing.assert_array_equal(mask.numpy(), np.triu(np.full((n, n), -np.inf), k=1),
+                                      err_msg=when)
+        evaluate(recipe, flow, model, "float64", "GRAPH")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gpt_keeps_its_tied_weight(mode):
+    """lm_head.weight is transformer.wte.weight before training; it must stay one Parameter."""
+    model = run_of("gpt", "dualflow", "float64", mode).model
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert isinstance(model.lm_head.weight, flow.nn.Parameter)
