@@ -132,14 +132,31 @@ narrow_op = defop(
 
 
 # ---- public functions ----------------------------------------------------------------------------
+def _target_shape(input, shape: tuple, kw: dict) -> tuple:
+    """`f(2, 3)`, `f((2, 3))` or `f(shape=...)`, with a -1 resolved and the size checked."""
+    return _resolve_shape(_shape_args(kw.get("shape", shape)), math.prod(input.shape), input.shape)
+
+
 def reshape(input, *shape, **kw):
     """A view when the strides allow one, else a copy (as PyTorch), in graph mode too: an
     in-place op on the result reaches `input` exactly when it is a view."""
-    shape = kw.get("shape", shape)
-    shape = _resolve_shape(_shape_args(shape), math.prod(input.shape), input.shape)
+    shape = _target_shape(input, shape, kw)
     if shape == tuple(input.shape):
         return input
     return reshape_op(input if can_view(input, shape) else identity(input), shape=shape)
+
+
+def view(input, *shape, **kw):
+    """`reshape` that never copies: where the strides allow no view, an error (as PyTorch)."""
+    shape = _target_shape(input, shape, kw)
+    if shape == tuple(input.shape):
+        return input
+    if not can_view(input, shape):
+        raise RuntimeError(f"view: shape {shape} is not compatible with the strides of the input "
+                           f"of shape {tuple(input.shape)} (a dimension would span elements that "
+                           "are not evenly spaced, e.g. after a transpose); use reshape(), which "
+                           "copies")
+    return reshape_op(input, shape=shape)
 
 
 def permute(input, *dims):
@@ -342,7 +359,7 @@ EXPORTS = {
     "split": split, "chunk": chunk, "unbind": unbind,
 }
 METHODS = {
-    "reshape": reshape, "view": reshape, "permute": permute, "transpose": transpose,
+    "reshape": reshape, "view": view, "permute": permute, "transpose": transpose,
     "swapaxes": transpose, "swapdims": transpose, "t": t, "T": property(
         lambda self: permute(self, tuple(range(self.ndim))[::-1])), "mT": property(_mT),
     "movedim": movedim, "moveaxis": movedim, "flatten": flatten, "ravel": flatten,

@@ -240,3 +240,34 @@ def test_view_strides_agree_with_numpy_reshape():
         if got is not None:
             want = tuple(s // r.itemsize for s in r.strides)
             assert all(g == w for g, w, k in zip(got, want, new) if k != 1), (a.strides, new)
+
+
+def test_view_of_a_layout_no_view_can_show_is_an_error_in_both_modes():
+    class Flatten(nn.Module):
+        def forward(self, x):
+            return (x * 1).t().view(-1)
+    with pytest.raises(RuntimeError, match=r"view: shape \(12,\) is not compatible with the "
+                                           r"strides of the input of shape \(4, 3\)"):
+        Flatten()(flow.tensor(X))
+    with flow.mode(flow.GRAPH), pytest.raises(RuntimeError, match="use reshape"):
+        Flatten()(flow.tensor(X))
+
+
+def test_view_that_the_strides_allow_writes_through():
+    a = flow.tensor(X)
+    a.t().view(4, 1, 3).mul_(2)      # a transpose split into unit dims is still a view
+    np.testing.assert_array_equal(a.numpy(), 2 * X)
+
+
+def test_view_errors_where_pytorch_does():
+    torch = pytest.importorskip("torch")
+    for view in (lambda x: x.t().view(-1), lambda x: x[:, 1:].view(9), lambda x: x.t().view(2, 6),
+                 lambda x: x.t().view(4, 3, 1), lambda x: x[::2].view(8)):
+        failed = []
+        for x in (flow.tensor(X), torch.tensor(X)):
+            try:
+                view(x)
+                failed.append(False)
+            except RuntimeError:
+                failed.append(True)
+        assert failed[0] == failed[1]
