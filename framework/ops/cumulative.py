@@ -14,7 +14,7 @@ from collections import namedtuple
 from .. import dtype as dt
 from ..tensor import Tensor
 from .arith import neg, sub
-from .compare import gt, where
+from .compare import gt, logical_and, where
 from .gather import gather_backward
 from .join import flip_op
 from .opdef import TensorType, defop, not_exportable
@@ -51,9 +51,9 @@ def _logcumsumexp_vjp(g, out, x, dim):
         return (g,)
 
     def part(weight):  # the sum over k >= j of weight[k] * exp(x[j] - out[k]), weight[k] > 0
-        positive = gt(weight, 0)
-        log_weight = where(positive, log(where(positive, weight, 1.0)), float("-inf"))
-        return exp(x + _reverse_logcumsumexp(sub(log_weight, out), dim))
+        positive = logical_and(gt(weight, 0), gt(out, float("-inf")))  # out[k] = -inf: x[j] too
+        shifted = where(positive, sub(log(where(positive, weight, 1.0)), out), float("-inf"))
+        return exp(x + _reverse_logcumsumexp(shifted, dim))
     return (sub(part(g), part(neg(g))),)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtype as dt
 from ..tensor import Tensor
-from .arith import div, mul, remainder
+from .arith import _grad_if, div, mul, remainder
 from .compare import eq, logical_and, where
 from .core import broadcast_to
 from .dispatch import apply_inplace
@@ -100,42 +100,56 @@ def _count(base, index, dim, hits):
     return scatter_add_op(base, index, hits, dim=dim)
 
 
-def _prod_vjp(g, out, x, index, src, dim, include_self):
+def _prod_self_grad(g, index, src, dim, include_self):
+    """d out / d x is the product of the sources alone: no division by x."""
+    if not include_self:
+        return _untouched(g, index, dim)
+    return mul(g, scatter_reduce_op(fill(g, value=1), index, src, dim=dim, reduce="prod",
+                                    include_self=True))
+
+
+def _prod_source_grad(g, out, x, index, src, dim, include_self):
+    """out / src where src is not 0; for a lone zero among a target's sources, the product of
+    everything else met there; 0 where two or more zeros met."""
     def back(t):
         return gather_op(t, index, dim=dim)
-    if include_self:  # d out / d x = the product of the sources only: no division
-        others = scatter_reduce_op(fill(g, value=1), index, src, dim=dim, reduce="prod",
-                                   include_self=True)
-        gx = mul(g, others)
-    else:
-        gx = _untouched(g, index, dim)
     zero = eq(src, 0)
     zeros_there = back(_count(fill(g, value=0), index, dim, zero.to(g.dtype)))
     lone = logical_and(zero, eq(zeros_there, 1))
     without_it = scatter_reduce_op(x, index, where(lone, 1, src), dim=dim, reduce="prod",
                                    include_self=include_self)
-    gs = where(lone, back(mul(g, without_it)), div(back(mul(g, out)), where(zero, 1, src)))
-    return gx, gs
+    return where(lone, back(mul(g, without_it)), div(back(mul(g, out)), where(zero, 1, src)))
 
 
-def _extreme_vjp(g, out, x, index, src, dim, include_self):
+def _extreme_grads(g, out, x, index, src, dim, include_self) -> tuple:
+    """g shared evenly among the values equal to the result: (x's part, src's part)."""
     src_hit = eq(src, gather_op(out, index, dim=dim))
     self_hit = eq(x, out).to(g.dtype) if include_self else \
         _untouched(fill(g, value=1), index, dim)
     share = div(g, _count(self_hit, index, dim, src_hit.to(g.dtype)))
-    return mul(share, self_hit), where(src_hit, gather_op(share, index, dim=dim), 0)
+    return (lambda: mul(share, self_hit),
+            lambda: where(src_hit, gather_op(share, index, dim=dim), 0))
 
 
 def _scatter_reduce_vjp(g, out, x, index, src, dim, reduce, include_self):
+    if reduce == "mean":
+        met = _count(fill(g, value=int(include_self)), index, dim, fill(src, value=1))
+        g = div(g, met.clamp(min=1))
     if reduce in ("sum", "mean"):
-        if reduce == "mean":
-            met = _count(fill(g, value=int(include_self)), index, dim, fill(src, value=1))
-            g = div(g, met.clamp(min=1))
-        gx = g if include_self else _untouched(g, index, dim)
-        return gx, None, gather_op(g, index, dim=dim)
-    vjp = _prod_vjp if reduce == "prod" else _extreme_vjp
-    gx, gs = vjp(g, out, x, index, src, dim, include_self)
-    return gx, None, gs
+        def self_grad():
+            return g if include_self else _untouched(g, index, dim)
+
+        def source_grad():
+            return gather_op(g, index, dim=dim)
+    elif reduce == "prod":
+        def self_grad():
+            return _prod_self_grad(g, index, src, dim, include_self)
+
+        def source_grad():
+            return _prod_source_grad(g, out, x, index, src, dim, include_self)
+    else:
+        self_grad, source_grad = _extreme_grads(g, out, x, index, src, dim, include_self)
+    return _grad_if(x, self_grad), None, _grad_if(src, source_grad)
 
 
 scatter_reduce_op = defop(

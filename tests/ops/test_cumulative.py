@@ -5,7 +5,7 @@ import pytest
 
 import dualflow as flow
 
-from .torch_parity import Case, assert_matches_torch
+from .torch_parity import Case, assert_matches_torch, assert_second_order_matches_torch
 
 
 def _data(*shape, seed=0):
@@ -49,3 +49,14 @@ def test_logcumsumexp_of_integers_is_an_error_naming_the_op():
 def test_logcumsumexp_keeps_a_range_a_shift_by_the_max_would_lose():
     got = flow.logcumsumexp(flow.tensor(_WIDE[0]), 0).numpy()
     np.testing.assert_allclose(got[:2], [-300.0, np.logaddexp(-300.0, 0.0)], rtol=1e-15)
+
+
+SECOND_ORDER = [
+    Case("logcumsumexp", lambda L, x: L.logcumsumexp(x, 1), (_data(2, 5),), (0,)),
+    Case("cummax", lambda L, x: L.cummax(x, 0)[0] ** 2, (_data(4, 2),), (0,)),
+]
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=[c.label for c in SECOND_ORDER])
+def test_double_backward_matches_torch(case):
+    assert_second_order_matches_torch(pytest.importorskip("torch"), case)

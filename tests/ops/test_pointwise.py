@@ -5,7 +5,7 @@ import pytest
 
 import dualflow as flow
 
-from .torch_parity import Case, assert_matches_torch
+from .torch_parity import Case, assert_matches_torch, assert_second_order_matches_torch
 
 
 def _data(*shape, seed=0):
@@ -55,3 +55,14 @@ def test_hypot_does_not_overflow_or_underflow_in_the_squares():
 def test_hypot_of_integers_is_an_error_naming_the_op():
     with pytest.raises(TypeError, match="hypot: expected a floating-point tensor"):
         flow.hypot(flow.tensor([3]), flow.tensor([4]))
+
+
+SECOND_ORDER = [
+    Case("hypot", lambda L, x, y: L.hypot(x, y), (_data(3, 4), _data(4, seed=1)), (0, 1)),
+    Case("nan_to_num", lambda L, x: L.nan_to_num(x * x), (_data(5),), (0,)),
+]
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=[c.label for c in SECOND_ORDER])
+def test_double_backward_matches_torch(case):
+    assert_second_order_matches_torch(pytest.importorskip("torch"), case)

@@ -6,7 +6,7 @@ import pytest
 import dualflow as flow
 from dualflow.ops import ShapeError
 
-from .torch_parity import Case, assert_matches_torch
+from .torch_parity import Case, assert_matches_torch, assert_second_order_matches_torch
 
 
 def _data(*shape, seed=0):
@@ -90,3 +90,17 @@ def test_in_place_forms_write_into_the_tensor():
     out = x.index_fill_(1, flow.tensor([0, 2]), 4.0)
     assert out is x
     np.testing.assert_array_equal(x.numpy(), [[4, 0, 4], [4, 0, 4]])
+
+
+_LONE_ZERO = np.where(np.arange(15).reshape(5, 3) == 4, 0.0, _data(5, 3, seed=1))
+SECOND_ORDER = [
+    Case(f"{reduce}-{'with' if inc else 'without'}-self",
+         lambda L, x, s, reduce=reduce, inc=inc: L.scatter_reduce(
+             x, 0, L.tensor(_INDEX), s, reduce, include_self=inc) ** 2,
+         (_data(4, 3), _LONE_ZERO if reduce == "prod" else _data(5, 3, seed=1)), (0, 1))
+    for reduce in ("sum", "prod", "mean") for inc in (True, False)]
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=[c.label for c in SECOND_ORDER])
+def test_double_backward_matches_torch(case):
+    assert_second_order_matches_torch(pytest.importorskip("torch"), case)

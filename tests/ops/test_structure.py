@@ -6,7 +6,7 @@ import pytest
 import dualflow as flow
 from dualflow.ops import ShapeError
 
-from .torch_parity import Case, assert_matches_torch
+from .torch_parity import Case, assert_matches_torch, assert_second_order_matches_torch
 
 
 def _data(*shape, seed=0):
@@ -65,3 +65,16 @@ def test_diag_and_trace_reject_other_ranks():
         flow.trace(flow.zeros(3))
     with pytest.raises(ShapeError, match="diagonal: dim1 and dim2"):
         flow.diagonal(flow.zeros(2, 2), 0, 1, -1)
+
+
+SECOND_ORDER = [
+    Case("diag_embed", lambda L, x: L.diag_embed(x, 1) ** 2, (_data(2, 3),), (0,)),
+    Case("diagonal-of-tril", lambda L, x: L.tril(x * x, -1).diagonal(-1), (_data(3, 4),), (0,)),
+    Case("cross", lambda L, a, b: L.cross(a, b, dim=0), (_data(3, 2), _data(3, 2, seed=1)),
+         (0, 1)),
+]
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=[c.label for c in SECOND_ORDER])
+def test_double_backward_matches_torch(case):
+    assert_second_order_matches_torch(pytest.importorskip("torch"), case)

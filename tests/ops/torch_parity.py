@@ -45,3 +45,20 @@ def assert_matches_torch(torch, case: Case, tol: float = 1e-10) -> None:
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, g.dtype, w.shape, w.dtype)
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"{case.label}: result {i}")
+
+
+def _second_order(lib, case: Case) -> list:
+    """d/d inputs of |d(w . out)/d inputs|^2: the VJP differentiated once more."""
+    ts = [lib.tensor(a) for a in case.arrays]
+    wrt = [ts[i].requires_grad_(True) for i in case.grads]
+    out = case.fn(lib, *ts)
+    seed = lib.tensor(np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape))).to(out.dtype)
+    grads = lib.autograd.grad((out * seed).sum(), wrt, create_graph=True)
+    return [g.numpy() for g in lib.autograd.grad(sum((g * g).sum() for g in grads), wrt)]
+
+
+def assert_second_order_matches_torch(torch, case: Case, tol: float = 1e-10) -> None:
+    """Double backward (case.fn returns one tensor) agrees with PyTorch's."""
+    import dualflow as flow
+    for i, (g, w) in enumerate(zip(_second_order(flow, case), _second_order(torch, case))):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"{case.label}: input {i}")
