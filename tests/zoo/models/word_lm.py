@@ -72,16 +72,15 @@ def word_lm_classes(fw) -> SimpleNamespace:
             nn.init.zeros_(self.decoder.bias)
             nn.init.uniform_(self.decoder.weight, -initrange, initrange)
 
-        def _generate_square_subsequent_mask(self, sz: int, dtype):
+        def _generate_square_subsequent_mask(self, sz: int):
             mask = (fw.triu(fw.ones(sz, sz)) == 1).transpose(0, 1)
-            return mask.to(dtype).masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1,
-                                                                                     0.0)
+            return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
 
         def forward(self, src, has_mask: bool = True):
             if has_mask:
                 if self.src_mask is None or self.src_mask.size(0) != len(src):
-                    mask = self._generate_square_subsequent_mask(len(src), self.decoder.weight.dtype)
-                    self.src_mask = mask.to(src.device)
+                    mask = self._generate_square_subsequent_mask(len(src)).to(src.device)
+                    self.src_mask = mask
             else:
                 self.src_mask = None
             src = self.pos_encoder(self.encoder(src) * math.sqrt(self.ninp))
