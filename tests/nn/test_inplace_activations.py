@@ -49,17 +49,16 @@ def _results(name: str, layer: str, mode: str, inplace: bool) -> tuple:
     return tuple(_run(_model(name, kwargs, layer, inplace), _input(layer), mode))
 
 
+def _with_grads(out, wanted: list) -> tuple:
+    """The output and d(sum(out * w))/d(each of `wanted`) for a fixed random w."""
+    w = flow.tensor(np.random.default_rng(3).standard_normal(tuple(out.shape)))
+    return (out,) + tuple(flow.autograd.grad((out * w).sum(), wanted))
+
+
 def _run(model, x_array: np.ndarray, mode: str) -> list:
-    """The output and d(sum(out * w))/d(input, weight, bias) for a fixed random w."""
+    """The output and the gradients of the input, the layer's weight and its bias."""
     first = model[0]
     x = flow.tensor(x_array, requires_grad=True)
-    wanted = [x, first.weight, first.bias]
-
-    def step(inp):
-        out = model(inp)
-        w = flow.tensor(np.random.default_rng(3).standard_normal(tuple(out.shape)))
-        return (out,) + tuple(flow.autograd.grad((out * w).sum(), [inp] + wanted[1:]))
-
     if mode == "nn.Graph":
         class Step(nn.Graph):
             def __init__(self):
@@ -67,22 +66,12 @@ def _run(model, x_array: np.ndarray, mode: str) -> list:
                 self.model = model
 
             def build(self, inp):
-                return step(inp)
+                return _with_grads(self.model(inp), [inp, first.weight, first.bias])
         results = Step()(x)
-    elif mode == "GRAPH":
-        class Loss(nn.Module):  # the model's call compiles (joint forward and backward)
-            def __init__(self):
-                super().__init__()
-                self.model = model
-
-            def forward(self, inp):
-                return self.model(inp)
-        with flow.mode(flow.GRAPH):
-            out = Loss()(x)
-        w = flow.tensor(np.random.default_rng(3).standard_normal(tuple(out.shape)))
-        results = (out,) + tuple(flow.autograd.grad((out * w).sum(), wanted))
-    else:
-        results = step(x)
+    else:  # in GRAPH mode the model's call compiles (one joint forward and backward)
+        with flow.mode(flow.GRAPH if mode == "GRAPH" else flow.EAGER):
+            out = model(x)
+        results = _with_grads(out, [x, first.weight, first.bias])
     return [r.detach().numpy() for r in results]
 
 

@@ -19,19 +19,19 @@ def _seeds(outs) -> list:
     return [np.random.default_rng(i).standard_normal(tuple(o.shape)) for i, o in enumerate(outs)]
 
 
+def _with_grad(outs, x) -> tuple:
+    """The outputs and d(sum of out_i * seed_i)/dx."""
+    loss = sum((o * flow.tensor(s)).sum() for o, s in zip(outs, _seeds(outs)))
+    return tuple(outs) + tuple(flow.autograd.grad(loss, [x]))
+
+
 def _run(fn, mode: str) -> list:
-    """`fn(x)`'s outputs (a tuple) and d(sum of out_i * seed_i)/dx, in `mode`."""
+    """`fn(x)`'s outputs (a tuple) and x's gradient (see `_with_grad`), in `mode`."""
     x = flow.tensor(X, requires_grad=True)
-
-    def with_grad(inp):
-        outs = fn(inp)
-        loss = sum((o * flow.tensor(s)).sum() for o, s in zip(outs, _seeds(outs)))
-        return tuple(outs) + tuple(flow.autograd.grad(loss, [inp]))
-
     if mode == "nn.Graph":
         class Step(nn.Graph):
             def build(self, inp):
-                return with_grad(inp)
+                return _with_grad(fn(inp), inp)
         results = Step()(x)
     elif mode == "GRAPH":
         class Fn(nn.Module):
@@ -39,10 +39,9 @@ def _run(fn, mode: str) -> list:
                 return fn(inp)
         with flow.mode(flow.GRAPH):
             outs = Fn()(x)
-        loss = sum((o * flow.tensor(s)).sum() for o, s in zip(outs, _seeds(outs)))
-        results = tuple(outs) + tuple(flow.autograd.grad(loss, [x]))
+        results = _with_grad(outs, x)
     else:
-        results = with_grad(x)
+        results = _with_grad(fn(x), x)
     return [r.detach().numpy() for r in results]
 
 
