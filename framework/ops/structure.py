@@ -1,9 +1,9 @@
 """Matrix-structure ops, as in PyTorch: tril/triu (causal masks), diagonal, diag_embed, diag,
 trace, kron and cross.
 
-tril/triu are each their own VJP; diagonal and diag_embed are each other's. diag, trace, kron and
-cross are composites of those and of the shape and arithmetic ops, so they get gradients, graph
-tracing and ONNX export for free.
+tril/triu are each their own VJP; diagonal (a view, as in PyTorch: in-place writes reach the
+base) and diag_embed are each other's. diag, trace, kron and cross are composites of those and
+of the shape and arithmetic ops, so they get gradients, graph tracing and ONNX export for free.
 """
 from __future__ import annotations
 
@@ -104,8 +104,13 @@ def _last_two(xp, x, dim1: int, dim2: int):
 
 
 def _diagonal_kernel(xp, x, offset, dim1, dim2):
-    rows, cols = _diagonal_positions(xp, x.shape[dim1], x.shape[dim2], offset)
-    return _last_two(xp, x, dim1, dim2)[..., rows, cols]
+    """A writable strided view, as PyTorch's: `x.diagonal().add_(eps)` changes x."""
+    moved = _last_two(xp, x, dim1, dim2)
+    corner = moved[..., max(-offset, 0):, max(offset, 0):]
+    n = _diagonal_length(x.shape[dim1], x.shape[dim2], offset)
+    return xp.lib.stride_tricks.as_strided(
+        corner, shape=corner.shape[:-2] + (n,),
+        strides=corner.strides[:-2] + (corner.strides[-2] + corner.strides[-1],))
 
 
 def _diagonal_infer(x, offset, dim1, dim2):
@@ -124,8 +129,8 @@ diagonal_op = defop(
     "diagonal", _diagonal_kernel, _diagonal_infer,
     vjp=lambda g, out, x, offset, dim1, dim2: (diag_embed_op(
         g, shape=tuple(x.shape), offset=offset, dim1=dim1, dim2=dim2),),
-    saves=(), onnx=_lower_diagonal,
-    doc="The diagonal `offset` of the (dim1, dim2) matrices, as a new last dim (a copy).")
+    saves=(), view=True, onnx=_lower_diagonal,
+    doc="The diagonal `offset` of the (dim1, dim2) matrices, as a new last dim (a view).")
 diag_embed_op = defop(
     "diag_embed", _diag_embed_kernel, lambda x, shape, **dims: _like(x, shape),
     vjp=lambda g, out, x, shape, offset, dim1, dim2: (diagonal_op(

@@ -1,6 +1,7 @@
 """The composite ops of issue #12 part B (diag, trace, kron, cross, cdist, index_add/copy/fill,
-scatter(reduce=)) compile: GRAPH mode gives eager's values and input gradients bit for bit, and
-the ONNX export runs in onnxruntime with eager's values."""
+scatter(reduce=)) and in-place writes through a diagonal view compile: GRAPH mode gives eager's
+values and input gradients bit for bit, and the ONNX export runs in onnxruntime with eager's
+values."""
 import math
 
 import numpy as np
@@ -23,10 +24,16 @@ class Fn(nn.Module):
         return self.fn(*xs)
 
 
+def _add_on_diagonal(y):
+    y.diagonal(1).add_(y[:, 0])  # in place through the view: the base changes
+    return y
+
+
 _I = np.array([2, 0, 2])
 COMPOSITES = {
     "diag": (lambda x: flow.diag(x, 1), [_data(4)]),
     "trace": (lambda x: flow.trace(x) * x, [_data(3, 4)]),
+    "diagonal-add_": (lambda x: _add_on_diagonal(x * 1), [_data(3, 4)]),
     "kron": (lambda a, b: flow.kron(a, b), [_data(2, 3), _data(3, 1, 2, seed=1)]),
     "cross": (lambda a, b: flow.cross(a, b, dim=-1), [_data(4, 3), _data(4, 3, seed=1)]),
     "cdist-p2": (lambda a, b: flow.cdist(a, b), [_data(3, 2), _data(4, 2, seed=1)]),

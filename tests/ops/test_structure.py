@@ -13,6 +13,13 @@ def _data(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape)
 
 
+def _through_diagonal(x, offset, update):
+    """A copy of x changed in place through its diagonal view."""
+    y = x * 1
+    update(y.diagonal(offset))
+    return y
+
+
 CASES = [
     Case("tril", lambda L, x: L.tril(x), (_data(4, 5),), (0,)),
     Case("tril-batched-negative", lambda L, x: L.tril(x, -1), (_data(2, 3, 4),), (0,)),
@@ -21,6 +28,12 @@ CASES = [
     Case("tril_-on-a-copy", lambda L, x: (x * 1).tril_(1), (_data(3, 4),), (0,)),
     Case("diagonal", lambda L, x: L.diagonal(x), (_data(4, 5),), (0,)),
     Case("diagonal-method-dims", lambda L, x: x.diagonal(-1, 2, 0), (_data(3, 2, 4),), (0,)),
+    Case("diagonal-view-add_", lambda L, x: _through_diagonal(x, -1, lambda d: d.add_(2.0)),
+         (_data(4, 3),), (0,)),
+    Case("diagonal-view-mul_", lambda L, x: _through_diagonal(x, 1, lambda d: d.mul_(-3.0)),
+         (_data(3, 4),), (0,)),
+    Case("diagonal-view-zero_", lambda L, x: _through_diagonal(x, 0, lambda d: d.zero_()),
+         (_data(3, 3),), (0,)),
     Case("diag_embed", lambda L, x: L.diag_embed(x), (_data(2, 3),), (0,)),
     Case("diag_embed-dims", lambda L, x: L.diag_embed(x, 1, 0, 2), (_data(2, 3),), (0,)),
     Case("diag-of-vector", lambda L, x: L.diag(x, -1), (_data(3),), (0,)),
