@@ -1,9 +1,9 @@
 """`DataLoader`: batches from a dataset through a sampler and a collate function.
 
-Loading runs in the calling process. `num_workers > 0` is accepted for PyTorch compatibility and
-still loads in-process (no worker processes are started), so scripts written for PyTorch run as is;
-the worker options (`pin_memory`, `timeout`, `worker_init_fn`, `prefetch_factor`,
-`persistent_workers`) are kept as attributes and have no effect.
+With `num_workers=0` loading runs in the calling process. With `num_workers > 0` worker processes
+load and collate batches, which come back through shared memory in the sampler's order (see
+`worker_pool.py` and `worker.py`; PyTorch's options and semantics). `pin_memory` is accepted and
+does nothing: batches are host arrays either way.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...random import Generator
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from .worker_pool import MultiProcessIterator
 
 
 class DataLoader:
@@ -20,20 +21,20 @@ class DataLoader:
                  sampler: Sampler | None = None, batch_sampler: Sampler | None = None,
                  num_workers: int = 0, collate_fn: Callable | None = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn: Callable | None = None, generator: Generator | None = None,
-                 *, prefetch_factor: int | None = None, persistent_workers: bool = False):
-        if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
-                             "disable multiprocessing")
-        if timeout < 0:
-            raise ValueError("timeout option should be non-negative")
+                 worker_init_fn: Callable | None = None, multiprocessing_context=None,
+                 generator: Generator | None = None, *, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False):
+        _check_worker_options(num_workers, timeout, prefetch_factor, persistent_workers,
+                              multiprocessing_context)
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
-        self.prefetch_factor = prefetch_factor
+        self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
         self.persistent_workers = persistent_workers
+        self.multiprocessing_context = multiprocessing_context
+        self._iterator: MultiProcessIterator | None = None
         self.generator = generator
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
@@ -66,12 +67,24 @@ class DataLoader:
         self.collate_fn = collate_fn or (default_collate if auto_batch else default_convert)
 
     def __iter__(self) -> Iterator:
+        if self.num_workers:
+            return self._worker_iterator()
         if self._iterable:
             return self._iter_stream()
         if self.batch_sampler is not None:
             return (self.collate_fn([self.dataset[i] for i in batch])
                     for batch in self.batch_sampler)
         return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+
+    def _worker_iterator(self) -> MultiProcessIterator:
+        """A new pass over worker processes; persistent workers are started once and reused."""
+        if not self.persistent_workers:
+            return MultiProcessIterator(self)
+        if self._iterator is None:
+            self._iterator = MultiProcessIterator(self)
+        else:
+            self._iterator._reset(self)
+        return self._iterator
 
     def _iter_stream(self) -> Iterator:
         if self.batch_size is None:
@@ -93,3 +106,25 @@ class DataLoader:
                 return n
             return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
+
+
+def _check_worker_options(num_workers: int, timeout: float, prefetch_factor: int | None,
+                          persistent_workers: bool, multiprocessing_context) -> None:
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
+                         "disable multiprocessing")
+    if timeout < 0:
+        raise ValueError("timeout option should be non-negative")
+    if num_workers == 0 and prefetch_factor is not None:
+        raise ValueError("prefetch_factor option could only be specified in multiprocessing. "
+                         "let num_workers > 0 to enable multiprocessing, otherwise set "
+                         "prefetch_factor to None.")
+    if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or
+                                        prefetch_factor < 1):
+        raise ValueError(f"prefetch_factor option should be a positive integer, got "
+                         f"{prefetch_factor!r}")
+    if persistent_workers and num_workers == 0:
+        raise ValueError("persistent_workers option needs num_workers > 0")
+    if multiprocessing_context is not None and num_workers == 0:
+        raise ValueError("multiprocessing_context can only be used with multi-process loading "
+                         "(num_workers > 0), but got num_workers=0")
