@@ -14,6 +14,8 @@ import itertools
 import threading
 import weakref
 
+import numpy as np
+
 from dualflow.ops import core as core_ops
 from dualflow.ops.dispatch import state
 from dualflow.ops.opdef import TensorType
@@ -260,7 +262,14 @@ def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph,
             owned = owned and grad is given and (capture is None or id(leaf) not in capture)
             leaf.grad = grad if owned else Tensor._wrap(grad._data.copy())
         else:
-            leaf.grad = Tensor._wrap(leaf.grad._data + grad._data)
+            leaf.grad = Tensor._wrap(add_arrays(leaf.grad._data, grad._data))
+
+
+def add_arrays(a, b):
+    """`a + b` as an array: NumPy makes the sum of two 0-d arrays a scalar, which a tensor (a
+    0-d parameter's accumulated gradient) must not hold."""
+    s = a + b
+    return np.asarray(s) if isinstance(s, np.generic) else s
 
 
 def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):

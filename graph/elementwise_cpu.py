@@ -30,9 +30,11 @@ def _ufunc(name: str, arity: int, rule: str) -> tuple:
 TEMPLATES = {
     **{op: _ufunc(fn, 2, "same") for op, fn in [
         ("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("maximum", "maximum"),
-        ("minimum", "minimum"), ("pow", "power"), ("floor_divide", "floor_divide"),
-        ("remainder", "remainder"), ("fmod", "fmod"), ("bitwise_and", "bitwise_and"),
-        ("bitwise_or", "bitwise_or"), ("bitwise_xor", "bitwise_xor")]},
+        ("minimum", "minimum"), ("pow", "power"), ("fmod", "fmod"),
+        ("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
+        ("bitwise_xor", "bitwise_xor")]},
+    # integers go through the kernels, which raise on a division by zero as eager mode does
+    **{op: _ufunc(op, 2, "float") for op in ["floor_divide", "remainder"]},
     **{op: _ufunc(fn, 1, "same") for op, fn in [
         ("neg", "negative"), ("abs", "absolute"), ("square", "square"), ("sign", "sign"),
         ("bitwise_not", "invert")]},

@@ -26,7 +26,7 @@ from .ir import Graph
 REUSE_WINDOW = 16
 # not view ops, but their kernels may return (a view of) their input: einsum('ij->ji'), a move
 # to the device the array is already on
-_VIEW_KERNELS = ("einsum", "to_device")
+_VIEW_KERNELS = ("einsum", "to_device", "check_index")
 
 
 def aliases_input(node) -> bool:

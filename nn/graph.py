@@ -14,6 +14,7 @@ import inspect
 from collections import OrderedDict
 
 import dualflow as flow
+from dualflow.eager.engine import add_arrays
 from dualflow.graph import Trace, TracedTensor, compile_graph, signature
 from dualflow.graph.trace import scope_names
 from dualflow.graph.cache import GraphCache
@@ -101,7 +102,8 @@ class _TrainEntry:
             self.effects.apply(leaves, res[self.n_user:self.n_out])
         if self.grad_params:
             for p, arr in zip(self.grad_params, res[self.n_out:]):
-                p.grad = Tensor._wrap(arr) if p.grad is None else Tensor._wrap(p.grad._data + arr)
+                p.grad = Tensor._wrap(arr) if p.grad is None else Tensor._wrap(
+                    add_arrays(p.grad._data, arr))
         return unflatten(self.tree, [Tensor._wrap(o) for o in res[:self.n_user]])
 
 

@@ -43,10 +43,27 @@ def _div_kernel(xp, x, y, out=None):
     return xp.true_divide(x, y, out=out, dtype=dt.get_default_dtype().np)
 
 
+def _nonzero_int_divisor(y, op: str) -> None:
+    """Integer division by zero raises, as in PyTorch (NumPy warns and gives 0)."""
+    if y.dtype.kind in "iub" and not y.all():
+        raise ZeroDivisionError(f"{op}: integer division by zero")
+
+
+def _floor_divide_kernel(xp, x, y, out=None):
+    _nonzero_int_divisor(y, "floor_divide")
+    return xp.floor_divide(x, y, out=out)
+
+
+def _remainder_kernel(xp, x, y, out=None):
+    _nonzero_int_divisor(y, "remainder")
+    return xp.remainder(x, y, out=out)
+
+
 def _trunc_divide_kernel(xp, x, y, out=None):
     """C-style division: floats truncate x / y; integers stay exact (x - fmod(x, y) divides y)."""
     if x.dtype.kind == "f":
         return xp.trunc(xp.true_divide(x, y, out=out), out=out)
+    _nonzero_int_divisor(y, "trunc_divide")
     return xp.floor_divide(x - xp.fmod(x, y), y, out=out)
 
 
@@ -97,7 +114,7 @@ div = defop("div", _div_kernel, _float_result,
 neg = defop("neg", lambda xp, x, out=None: xp.negative(x, out=out), rules.same,
             vjp=lambda g, out, x: (neg(g),), saves=(), elementwise=True, out_arg=True, onnx="Neg")
 floor_divide = defop(
-    "floor_divide", lambda xp, x, y, out=None: xp.floor_divide(x, y, out=out), rules.broadcast,
+    "floor_divide", _floor_divide_kernel, rules.broadcast,
     vjp=_zero_grads, saves=(), onnx=_lower_floor_divide,
     doc="x / y rounded down (Python's //); zero gradients.", **_BIN)
 trunc_divide = defop(
@@ -105,7 +122,7 @@ trunc_divide = defop(
     onnx=_lower_trunc_divide,
     doc="x / y rounded toward zero: `div(..., rounding_mode='trunc')`; zero gradients.", **_BIN)
 remainder = defop(
-    "remainder", lambda xp, x, y, out=None: xp.remainder(x, y, out=out), rules.broadcast,
+    "remainder", _remainder_kernel, rules.broadcast,
     vjp=lambda g, out, x, y: (g, _grad_if(y, lambda: neg(mul(g, floor_divide(x, y))))),
     onnx=_lower_remainder, doc="x - floor(x / y) * y: the sign of the divisor (Python's %).",
     **_BIN)

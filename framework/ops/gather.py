@@ -186,13 +186,27 @@ scatter_ = _scatter_with(inplace_form(scatter_op, "scatter_"), "scatter_")
 scatter_add_ = _scatter_with(inplace_form(scatter_add_op, "scatter_add_"), "scatter_add_")
 
 
+def _check_index_kernel(xp, index, size, dim):
+    check_in_range(index, size, dim)
+    return index
+
+
+check_index = defop(
+    "check_index", _check_index_kernel, lambda index, size, dim: index,
+    onnx=lambda ctx, node: ctx.emit("Identity", ctx.inputs(node)),
+    doc="The index itself, after checking every entry is in [0, size): a value check that "
+        "compiled graphs run too (index_select takes no negative indices, as in PyTorch).")
+
+
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1:
         raise IndexError(f"index_select: index must be a 0-d or 1-d integer tensor, got "
                          f"{getattr(index, 'shape', type(index).__name__)}")
     if not -input.ndim <= dim < input.ndim:
         raise IndexError(f"index_select: dim {dim} is out of range for a {input.ndim}-d input")
-    return getitem(input, (slice(None),) * (dim % input.ndim) + (reshape(index, (-1,)),))
+    dim %= input.ndim
+    index = check_index(reshape(index, (-1,)), size=input.shape[dim], dim=dim)
+    return getitem(input, (slice(None),) * dim + (index,))
 
 
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:

@@ -27,6 +27,7 @@ from .dispatch import OpError
 from .gather import gather, index_select
 from .index import unsigned
 from .normalization import _log_softmax_kernel, log_softmax, log_softmax_op
+from . import rules
 from .opdef import TensorType, defop, not_exportable
 from .reduce import mean, sum_fn
 from .rules import ShapeError, broadcast_shapes
@@ -314,6 +315,43 @@ def _same_shape(op: str, input, target, message: str) -> None:
         raise ValueError(f"{op}: {message.format(tuple(target.shape), tuple(input.shape))}")
 
 
+_LOG_FLOOR = -100.0   # PyTorch clamps each log of binary_cross_entropy here
+_BCE_EPS = 1e-12     # and divides its gradient by max(x (1 - x), eps)
+
+
+def _bce_kernel(xp, x, y):
+    with np.errstate(divide="ignore"):
+        log_x = xp.maximum(xp.log(x), _LOG_FLOOR)
+        log_1mx = xp.maximum(xp.log1p(-x), _LOG_FLOOR)
+    return -(y * log_x + (1 - y) * log_1mx)
+
+
+def _bce_vjp(g, out, x, y):
+    """PyTorch's gradients: finite where a probability saturates (sigmoid(20) is 1.0 in
+    float32), because the input's is (x - y) / max(x (1 - x), eps), not a log's 1/0."""
+    gx = _grad_if(x, lambda: g * (x - y) / clamp_min(x * (1.0 - x), _BCE_EPS))
+    gy = _grad_if(y, lambda: g * (clamp(log(1.0 - x), min=_LOG_FLOOR) -
+                                   clamp(log(x), min=_LOG_FLOOR)))
+    return gx, gy
+
+
+def _lower_bce(ctx, node):
+    x, y = ctx.inputs(node)
+    dtype = node.outputs[0].type.dtype
+    one, floor = ctx.scalar(1, dtype), ctx.scalar(_LOG_FLOOR, dtype)
+    log_x = ctx.emit("Max", [ctx.emit("Log", [x]), floor])
+    log_1mx = ctx.emit("Max", [ctx.emit("Log", [ctx.emit("Sub", [one, x])]), floor])
+    total = ctx.emit("Add", [ctx.emit("Mul", [y, log_x]),
+                             ctx.emit("Mul", [ctx.emit("Sub", [one, y]), log_1mx])])
+    return ctx.emit("Neg", [total])
+
+
+binary_cross_entropy_op = defop(
+    "binary_cross_entropy", _bce_kernel, rules.broadcast, _bce_vjp, onnx=_lower_bce,
+    doc="Elementwise -(y log x + (1 - y) log(1 - x)), logs clamped at -100, with PyTorch's "
+        "gradient formula (finite for saturated probabilities).")
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean"):
     """-w (y log x + (1 - y) log(1 - x)) for probabilities x; each log is clamped at -100."""
@@ -321,8 +359,9 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     _same_shape("binary_cross_entropy", input, target, "using a target size {} that is "
                 "different to the input size {} is deprecated; please ensure they have the "
                 "same size")
-    loss = -(target * clamp(log(input), min=-100.0) +
-             (1.0 - target) * clamp(log(1.0 - input), min=-100.0))
+    if target.dtype is not input.dtype:
+        target = target.to(input.dtype)
+    loss = binary_cross_entropy_op(input, target)
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 

@@ -85,11 +85,14 @@ def _moment_kernel(root: bool):
 
 
 def _moment_vjp(root: bool):
-    """d var = 2 (x - mean) / dof; d std = d var / (2 std). dof = max(0, N - correction)."""
+    """d var = 2 (x - mean) / dof; d std = d var / (2 std), 0 where std is 0 (as PyTorch).
+    dof = max(0, N - correction)."""
     def vjp(g, out, x, dim=None, correction=1, keepdim=False):
         dof = _count(x.shape, dim) - correction
         scale = (1.0 if root else 2.0) / dof if dof > 0 else math.inf
-        g = _back(g / out if root else g, x, dim, keepdim)
+        if root:   # where std is 0 (a constant row) PyTorch's gradient is 0, not 0 / 0
+            g = (g / out).masked_fill(out == 0, 0.0)
+        g = _back(g, x, dim, keepdim)
         return (g * (x - mean_op(x, dim=dim, keepdim=True)) * scale,)
     return vjp
 

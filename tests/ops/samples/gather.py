@@ -78,6 +78,11 @@ SAMPLES = {
         Sample((np.zeros(0, np.int64),), {"num_classes": 2},
                lambda x, num_classes: np.zeros((0, 2)), label="empty"),
     ],
+    "check_index": [
+        Sample((_at(0, 2, 1, 2),), {"size": 3, "dim": 0}, lambda x, size, dim: x),
+        Sample((np.zeros(0, np.int64),), {"size": 1, "dim": 1}, lambda x, size, dim: x,
+               label="empty"),
+    ],
     "embedding": [
         Sample((rnd(5, 3), _at([0, 4, 0], [2, 2, 1])), {"padding_idx": None},
                lambda w, i, padding_idx: w[i], label="repeated"),

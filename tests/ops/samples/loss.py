@@ -20,6 +20,11 @@ def ref_cross_entropy(x, target, ignore_index, reduction):
     return (loss.sum() if reduction == "sum" else loss.sum() / valid.sum()), logp
 
 
+def ref_binary_cross_entropy(x, y):
+    with np.errstate(divide="ignore"):
+        return -(y * np.maximum(np.log(x), -100.0) + (1 - y) * np.maximum(np.log1p(-x), -100.0))
+
+
 def ref_cross_entropy_backward(g, logp, target, ignore_index, reduction):
     valid, safe = _counted(target, ignore_index)
     onehot = np.eye(logp.shape[1])[safe]
@@ -56,5 +61,13 @@ SAMPLES = {
                ref_cross_entropy_backward, label="sum"),
         Sample((rnd(4), ref_log_softmax(rnd(4, 4), 1), _IN_RANGE), _attrs("none", 1),
                ref_cross_entropy_backward, label="none-ignore-a-class"),
+    ],
+    "binary_cross_entropy": [
+        Sample((rnd(3, 4, low=0.05, high=0.95), rnd(3, 4, seed=1, low=0.0, high=1.0)), {},
+               ref_binary_cross_entropy, label="soft-targets"),
+        Sample((rnd(4, low=0.05, high=0.95), rnd(1, seed=2, low=0.0, high=1.0)), {},
+               ref_binary_cross_entropy, label="broadcast"),
+        Sample((np.array([1e-60, 1.0, 0.5]), np.array([1.0, 0.0, 1.0])), {},
+               ref_binary_cross_entropy, grad=False, label="log-floor"),
     ],
 }
