@@ -1,7 +1,7 @@
 """The eager autograd engine; importing it installs the tape recorder into the op dispatcher."""
 from dualflow.ops import dispatch as _dispatch
 
-from . import engine, functional
+from . import engine, functional, profiling  # noqa: F401  (profiling times backward nodes)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from .function import Function, FunctionCtx

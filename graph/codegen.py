@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 import linecache
 import math
+import time
+from typing import Callable
 
 import numpy as np
 
@@ -52,12 +54,16 @@ def frees_after(graph: Graph, plan: MemoryPlan) -> dict:
     return out
 
 
-def generate(graph: Graph, xp=np, plan: MemoryPlan | None = None) -> tuple:
+def generate(graph: Graph, xp=np, plan: MemoryPlan | None = None,
+             on_node: Callable[[int, int], None] | None = None) -> tuple:
     """Return (source, function, {line number: node}, filename). The function takes the list of
     input arrays (which it empties, so that inputs are freed at their last use too) and the list
-of parameter tensors, read on every call."""
+of parameter tensors, read on every call. `on_node` gives the profiler's variant: each node
+(with its buffers' allocation) is bracketed by `_t = _now()` and `_node_done(index, _t)`."""
     plan = plan or MemoryPlan()
     env = {"xp": xp, "_asarray": xp.asarray, "_empty": xp.empty}
+    if on_node is not None:
+        env["_now"], env["_node_done"] = time.perf_counter_ns, on_node
     lines = ["def run(I, P):"]
     line_nodes: dict = {}
     if graph.inputs:
@@ -82,6 +88,8 @@ of parameter tensors, read on every call."""
         names[v.id] = f"C{v.id}"
     frees = frees_after(graph, plan)
     for i, n in enumerate(graph.nodes):
+        if on_node is not None:
+            lines.append("    _t = _now()")
         for k in plan.slot_alloc.get(i, ()):
             if k in kept:
                 continue
@@ -97,6 +105,8 @@ of parameter tensors, read on every call."""
         where = n.where()
         lines.append(f"    {outs} = {expr}  # {n.op.name}" + (f" {where}" if where else ""))
         line_nodes[len(lines)] = n
+        if on_node is not None:
+            lines.append(f"    _node_done({i}, _t)")
         names.update({v.id: f"v{v.id}" for v in n.outputs})
         dead = [names[d] for d in frees.get(i, ()) if not names[d].startswith("C")]
         dead += [f"S{k}" for k in plan.slot_free.get(i, ()) if k not in kept]

@@ -209,6 +209,10 @@ def attrs_xp(attrs):
 
 
 EAGER = EagerInterpreter()
+# The interpreter whose in-place updates without autograd write straight into the target; the
+# profiler sets it to None while it records, so those updates run (and are timed) through
+# `_run_eager` like every other op. A global the check reads anyway: no cost otherwise.
+DIRECT_INPLACE = EAGER
 
 
 def _reads_first_input(op) -> bool:
@@ -231,7 +235,7 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
         raise RuntimeError(f"{name}: a leaf tensor that requires grad is being used in an "
                            "in-place operation; wrap it in `with dualflow.no_grad():` or clone it")
     interp = state.interpreters[-1] if state.interpreters else EAGER
-    if not needs_grad and op.out_arg and interp is EAGER:
+    if not needs_grad and op.out_arg and interp is DIRECT_INPLACE:
         inputs = _promote(op, (target, *others)) if op.promote else (target, *others)
         if inputs[0] is target:
             arrays = [x._data for x in inputs]
