@@ -1,9 +1,11 @@
 """Scans that are not sums or products, as in PyTorch: logcumsumexp, cummax and cummin
 (cumsum/cumprod are in scan.py).
 
-logcumsumexp accumulates with logaddexp, one stable step per position, so no shift can
-underflow a wide range; its VJP sums g[k] * exp(x[j] - out[k]) over k >= j in log space (a
-reversed logcumsumexp of log|g| - out, positive and negative parts apart), as PyTorch does.
+Each scan runs in log2(n) vectorised steps of one binary ufunc (`_inclusive_scan`: logaddexp,
+maximum, minimum), using only what NumPy and CuPy both have (CuPy's ufuncs do not accumulate).
+logaddexp combines pairs stably, so no shift by a maximum can underflow a wide range. The VJP of
+logcumsumexp sums g[k] * exp(x[j] - out[k]) over k >= j in log space (a reversed logcumsumexp
+of log|g| - out, positive and negative parts apart), as PyTorch does.
 cummax/cummin return the values and the index each came from (the latest of equal ones; NaN
 propagates); their VJP adds g at those indices, like gather's.
 """
@@ -37,9 +39,22 @@ def _lower_logcumsumexp(ctx, node):
     return ctx.emit("Add", [ctx.emit("Log", [summed]), peak])
 
 
+# ---- scans ---------------------------------------------------------------------------------------
+def _inclusive_scan(xp, ufunc: str, x, dim: int):
+    """ufunc(x[0], ..., x[k]) at every k along `dim` (ufunc associative): each step combines every
+    position with the one `step` before it, doubling the span covered (Hillis and Steele)."""
+    fn = getattr(xp, ufunc)
+    out = xp.moveaxis(x, dim, 0).copy()
+    step = 1
+    while step < len(out):
+        out[step:] = fn(out[step:], out[:-step])
+        step *= 2
+    return xp.moveaxis(out, 0, dim)
+
+
 # ---- logcumsumexp --------------------------------------------------------------------------------
 def _logcumsumexp_kernel(xp, x, dim):
-    return xp.logaddexp.accumulate(x, axis=dim) if x.ndim else x.copy()
+    return _inclusive_scan(xp, "logaddexp", x, dim) if x.ndim else x.copy()
 
 
 def _reverse_logcumsumexp(v, dim: int):
@@ -70,12 +85,12 @@ def _running_extreme(ufunc: str):
     def kernel(xp, x, dim):
         if not x.ndim:
             return x.copy(), xp.zeros((), dtype="int64")
-        values = getattr(xp, ufunc).accumulate(x, axis=dim)
+        values = _inclusive_scan(xp, ufunc, x, dim)
         positions = xp.arange(x.shape[dim]).reshape((-1,) + (1,) * (x.ndim - 1 - dim))
         holds = values == x
         if x.dtype.kind == "f":
             holds |= xp.isnan(x)
-        return values, xp.maximum.accumulate(xp.where(holds, positions, 0), axis=dim)
+        return values, _inclusive_scan(xp, "maximum", xp.where(holds, positions, 0), dim)
     return kernel
 
 

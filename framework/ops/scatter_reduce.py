@@ -25,7 +25,7 @@ from .rules import ShapeError
 from .shape import dim_index, reshape
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
-_UFUNCS = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
+_UFUNCS = {"sum": "add", "mean": "add", "amax": "maximum", "amin": "minimum"}  # with `.at`
 _ONNX = {"sum": ("add", 16), "prod": ("mul", 16), "amax": ("max", 18), "amin": ("min", 18),
          "mean": ("add", 16)}
 
@@ -81,13 +81,31 @@ def _scatter_reduce_kernel(xp, x, index, src, dim, reduce, include_self, out=Non
     at = _along(xp, index, dim)
     if not include_self:
         out[at] = _identity(x.dtype, reduce)
-    getattr(xp, _UFUNCS[reduce]).at(out, at, src)
+    if reduce == "prod":
+        _multiply_at(xp, out, at, src)
+    else:
+        getattr(xp, _UFUNCS[reduce]).at(out, at, src)
     if reduce == "mean":
         count = xp.full(x.shape, int(include_self), dtype=x.dtype)
         xp.add.at(count, at, 1)
         count = xp.maximum(count, 1)
         (xp.true_divide if x.dtype.kind == "f" else xp.floor_divide)(out, count, out=out)
     return out
+
+
+def _multiply_at(xp, out, at, src) -> None:
+    """out[at] *= src, repeated targets multiplied in turn, in index order (NumPy's
+    `multiply.at`, which CuPy lacks): one plain indexed multiply per rank of repetition."""
+    where = xp.broadcast_arrays(*at)
+    flat = xp.ravel_multi_index(tuple(w.ravel() for w in where), out.shape)
+    values = xp.broadcast_to(src, where[0].shape).ravel()
+    order = xp.argsort(flat, kind="stable")
+    ordered = flat[order]
+    rank = xp.arange(len(flat)) - xp.searchsorted(ordered, ordered)
+    for r in range(int(rank.max()) + 1 if len(flat) else 0):
+        pick = order[rank == r]
+        target = xp.unravel_index(flat[pick], out.shape)
+        out[target] *= values[pick]
 
 
 def _untouched(g, index, dim):
