@@ -143,6 +143,31 @@ def test_default_collate_of_tuples_dicts_arrays_and_numbers():
         default_collate([object(), object()])
 
 
+@pytest.mark.parametrize("batch,dtype,values", [
+    ([1, 2.5], flow.float32, [1.0, 2.5]),          # issue #12: was int64 [1, 2]
+    ([True, 2.5], flow.float32, [1.0, 2.5]),
+    ([True, 2], flow.int64, [1, 2]),
+    ([True, False], flow.bool, [True, False]),
+    ([2.5, 1], flow.float64, [2.5, 1.0]),          # a float first: float64, as PyTorch
+    ([3, 4], flow.int64, [3, 4])])
+def test_default_collate_of_mixed_numbers_promotes_like_tensor(batch, dtype, values):
+    out = default_collate(batch)
+    assert out.dtype is dtype and out.tolist() == values
+    loaded = next(iter(DataLoader(batch, batch_size=len(batch))))
+    assert loaded.dtype is dtype and loaded.tolist() == values
+
+
+def test_default_collate_of_numbers_matches_torch():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import default_collate as torch_collate
+    for batch in ([1, 2.5], [True, 2.5], [True, 2], [False, True], [2.5, 1], [0.5, True],
+                  [2 ** 40, -1], [(1, 0.5), (2, 1)]):
+        ours, theirs = default_collate(batch), torch_collate(batch)
+        pairs = zip(ours, theirs) if isinstance(ours, list) else [(ours, theirs)]
+        for a, b in pairs:
+            assert a.dtype.name == str(b.dtype).replace("torch.", "") and a.tolist() == b.tolist()
+
+
 def test_custom_collate_batch_sampler_and_no_batching():
     loader = DataLoader(Squares(6), batch_sampler=[[5, 0], [2]], collate_fn=list)
     assert list(loader) == [[25, 0], [4]] and len(loader) == 2
@@ -150,7 +175,7 @@ def test_custom_collate_batch_sampler_and_no_batching():
     assert list(loader) == [0, 1, 4]
     arrays = DataLoader([np.ones(2)], batch_size=None)
     assert isinstance(next(iter(arrays)), flow.Tensor)
-    loader = DataLoader(Squares(6), sampler=[4, 1], batch_size=2, num_workers=2)  # in-process
+    loader = DataLoader(Squares(6), sampler=[4, 1], batch_size=2, num_workers=2)
     assert _ids(loader) == [[16, 1]]
 
 

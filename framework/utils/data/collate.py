@@ -33,12 +33,10 @@ def default_collate(batch: list):
         return _stack([as_tensor(b) for b in batch])
     if isinstance(elem, np.generic) and not _is_text(np.asarray(elem)):
         return tensor(np.array(batch))
-    if isinstance(elem, bool):
-        return tensor(batch, dtype=dt.bool_)
     if isinstance(elem, float):
         return tensor(batch, dtype=dt.float64)
-    if isinstance(elem, int):
-        return tensor(batch, dtype=dt.int64)
+    if isinstance(elem, int):      # bool too; inferred like torch.tensor: [1, 2.5] is float
+        return tensor(batch)
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, abc.Mapping):
