@@ -210,7 +210,9 @@ _SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
 def scatter_with_reduce(name: str, input: Tensor, dim: int, index: Tensor, src, value,
                         reduce: str) -> Tensor:
     """`scatter(..., reduce="add" | "multiply")` (and `scatter_`), the input's values included."""
-    if name not in ("scatter", "scatter_") or reduce not in _SCATTER_REDUCE:
+    if name not in ("scatter", "scatter_"):
+        raise TypeError(f"{name}() got an unexpected keyword argument 'reduce'")
+    if reduce not in _SCATTER_REDUCE:
         raise ValueError(f"{name}: reduce must be 'add' or 'multiply' (for more, use "
                          f"scatter_reduce), got {reduce!r}")
     args, attrs = _reduce_args(name, input, dim, index, src, value, _SCATTER_REDUCE[reduce], True)

@@ -71,6 +71,8 @@ def test_scatter_reduce_names_the_allowed_reductions():
         flow.scatter_reduce(flow.zeros(3), 0, flow.tensor([0]), flow.ones(1), "max")
     with pytest.raises(ValueError, match="scatter: reduce must be 'add' or 'multiply'"):
         flow.zeros(3).scatter(0, flow.tensor([0]), flow.ones(1), reduce="mean")
+    with pytest.raises(TypeError, match="scatter_add.. got an unexpected keyword argument"):
+        flow.zeros(3).scatter_add(0, flow.tensor([0]), flow.ones(1), reduce="add")
 
 
 def test_index_add_source_shape_is_checked():
