@@ -131,7 +131,7 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,  # 
     xp = xp_of(arr)
     if dim is None:
         values, inverse, counts = xp.unique(arr.reshape(-1), return_inverse=True,
-                                            return_counts=True)
+                                            return_counts=True, equal_nan=False)  # as PyTorch
         inverse = inverse.reshape(arr.shape)
     else:
         d = dim_index(dim, input.ndim, "unique")
