@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import dtype as _dt
-from .dtype import (DType, bool_ as bool, float16, float32, float64, get_default_dtype,  # noqa: A004
+from .dtype import (DType, bool_ as bool, bfloat16, float16, float32, float64, get_default_dtype,  # noqa: A004
                     int8, int16, int32, int64, set_default_dtype, uint8)
 from .device import Device
 from .device import Device as device
@@ -16,6 +16,9 @@ from .size import Size
 from .legacy_types import TYPES as _LEGACY_TYPES
 from . import accelerator, backends, cuda, onnx  # noqa: E402  (PyTorch's namespaces)
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .determinism import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402
+                          is_deterministic_algorithms_warn_only_enabled,
+                          set_deterministic_debug_mode, use_deterministic_algorithms)
 from .mode import EAGER, GRAPH, get_mode, mode, set_mode
 
 half, float, double = float16, float32, float64  # noqa: A001
