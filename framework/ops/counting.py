@@ -47,16 +47,18 @@ bincount_op = defop(
 # ---- histc ---------------------------------------------------------------------------------------
 def _histc_kernel(xp, x, bins, min, max):  # noqa: A002 - PyTorch's names
     """`bins` equal-width bins over [min, max] (the data's range when min == max, widened by 1
-    each way when that is empty); values outside are not counted, max goes into the last bin."""
+    each way when that is empty); values outside are not counted, max goes into the last bin.
+    A value's bin is PyTorch's arithmetic in the input's dtype, (v - min) * bins / (max - min)
+    truncated, so values on (rounded) bin edges land where PyTorch puts them."""
     low, high = min, max
     if low == high and x.size:
         low, high = float(x.min()), float(x.max())
     if low == high:
         low, high = low - 1, high + 1
-    edges = xp.linspace(low, high, bins + 1).astype(x.dtype)
+    low, high = (xp.asarray(v, dtype=x.dtype) for v in (low, high))
     inside = x[(x >= low) & (x <= high)]
-    which = xp.minimum(xp.searchsorted(edges, inside, side="right") - 1, bins - 1)
-    return xp.bincount(which, minlength=bins).astype(x.dtype)
+    which = ((inside - low) * x.dtype.type(bins) / (high - low)).astype("int64")
+    return xp.bincount(xp.minimum(which, bins - 1), minlength=bins).astype(x.dtype)
 
 
 histc_op = defop(
