@@ -16,6 +16,7 @@ from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import dim_index
 
+
 # ---- bincount ------------------------------------------------------------------------------------
 def _bincount_dtype(weights):
     """int64 counts; sums of float32/float64 weights keep their dtype, other weights are summed
