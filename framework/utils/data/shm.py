@@ -58,12 +58,11 @@ def _is_plain_array(obj) -> bool:
 
 
 def _as_array(obj):
-    """The host array behind a leaf worth sharing, or None for anything else."""
+    """The host array behind a leaf worth sharing, or None for anything else (kept pickled,
+    e.g. a bfloat16 tensor, whose NumPy dtype a dtype string cannot name)."""
     if isinstance(obj, Tensor) and obj.device.type == "cpu":
-        return obj.numpy()
-    if _is_plain_array(obj):
-        return obj
-    return None
+        obj = obj.numpy()
+    return obj if _is_plain_array(obj) else None
 
 
 def _map(obj, leaf):
