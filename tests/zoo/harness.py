@@ -4,7 +4,7 @@ data and reports its per-step losses and final state, for the tests to compare."
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -15,6 +15,14 @@ from .bridge import fw_dtype, load_arrays, numpy_of, state_arrays, to_fw
 
 MODES = ("eager", "nn.Graph", "GRAPH")
 TOL = {"float32": 1e-5, "float64": 1e-10}
+# PyTorch's Hardsigmoid backward multiplies by float32(1/6) even in float64 (3e-8 relative); see
+# test_training.test_hardsigmoid_gradient_is_exact_in_float64.
+_LOOSER_TORCH_TOL = {("mobilenet_v3", "float64"): 1e-7}
+
+
+def torch_tolerance(name: str, dtype: str) -> float:
+    """The tolerance against PyTorch: TOL, except where PyTorch is the less exact side."""
+    return _LOOSER_TORCH_TOL.get((name, dtype), TOL[dtype])
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,7 @@ class Recipe:
     update: Callable | None = None
     init_carry: Callable | None = None
     eval_batches: tuple = ()
-    seed: int = field(default=0)
+    seed: int = 0
 
 
 @dataclass
@@ -56,6 +64,7 @@ def initial_state(recipe: Recipe) -> dict[str, np.ndarray]:
 
 
 def fresh_model(recipe: Recipe, fw, dtype: str, start: dict[str, np.ndarray]):
+    """The recipe's model in `fw`, cast to `dtype`, holding `start`, in training mode."""
     model = recipe.model(fw).to(fw_dtype(fw, dtype))
     load_arrays(fw, model, start)
     model.train()
@@ -118,7 +127,7 @@ def evaluate(recipe: Recipe, fw, model, dtype: str, mode: str = "eager") -> list
     return losses
 
 
-def _step_body(recipe: Recipe, fw, model, batch, carry):
+def _step_body(recipe: Recipe, fw, model, batch, carry) -> tuple:
     """Forward, backward and clipping: what the eager loop and nn.Graph's build share."""
     if carry is None:
         loss = recipe.loss(fw, model, *batch)
@@ -132,7 +141,7 @@ def _step_body(recipe: Recipe, fw, model, batch, carry):
     return loss, carry
 
 
-def _eager_loop(recipe, fw, model, opt, sched, batches, carry) -> list:
+def _eager_loop(recipe, fw, model, opt, sched, batches, carry) -> tuple[list, object]:
     losses = []
     for batch in batches:
         (model if opt is None else opt).zero_grad()
@@ -164,7 +173,7 @@ class TrainStep(flow.nn.Graph):
         return _step_body(self.recipe, flow, self.model, args[:-1], args[-1])
 
 
-def _graph_loop(step: TrainStep, batches, carry) -> list:
+def _graph_loop(step: TrainStep, batches, carry) -> tuple[list, object]:
     losses = []
     for batch in batches:
         if carry is None:

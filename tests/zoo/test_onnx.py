@@ -59,15 +59,7 @@ CASES = {
                             lambda b: (_images(IMAGE_SHAPE[1:])(b),), {"input_0": 0}),
 }
 
-KNOWN_FAILURES: dict = {}
-
-
-def _params():
-    return [pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[name])]
-                         if name in KNOWN_FAILURES else [], id=name) for name in CASES]
-
-
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", list(CASES))
 def test_export_runs_in_onnxruntime_at_two_batch_sizes(name):
     make_model, make_args, batch_axes = CASES[name]
     model = make_model()

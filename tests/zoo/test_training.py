@@ -6,31 +6,16 @@ import pytest
 
 import dualflow as flow
 
-from .harness import MODES, TOL, assert_runs_close, evaluate, train
+from .harness import MODES, TOL, assert_runs_close, evaluate, torch_tolerance, train
 from .recipes import RECIPES
 from .runs import run_of, start_of
 
 DTYPES = ("float32", "float64")
 
-# (model, mode) -> why it fails today; strict, so a fix turns it into a failure to notice.
-KNOWN_FAILURES: dict = {}
 
-# (model, dtype) -> a looser tolerance against PyTorch, and why PyTorch is the less exact side.
-TORCH_TOLERANCE = {
-    ("mobilenet_v3", "float64"): 1e-7,   # see test_hardsigmoid_gradient_is_exact_in_float64
-}
-
-
-def _cases(modes):
-    out = []
-    for name in RECIPES:
-        for dtype in DTYPES:
-            for mode in modes:
-                reason = KNOWN_FAILURES.get((name, mode))
-                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-                out.append(pytest.param(name, dtype, mode, marks=marks,
-                                        id=f"{name}-{dtype}-{mode}"))
-    return out
+def _cases(modes) -> list:
+    return [pytest.param(name, dtype, mode, id=f"{name}-{dtype}-{mode}")
+            for name in RECIPES for dtype in DTYPES for mode in modes]
 
 
 @pytest.mark.parametrize("name,dtype,mode", _cases(MODES[1:]))
@@ -46,7 +31,7 @@ def test_matches_pytorch(name, dtype, mode):
     parameters, while the losses stay within 3e-6)."""
     pytest.importorskip("torch")
     assert_runs_close(run_of(name, "dualflow", dtype, mode), run_of(name, "torch", dtype, "eager"),
-                      TORCH_TOLERANCE.get((name, dtype), TOL[dtype]), f"{mode} vs PyTorch",
+                      torch_tolerance(name, dtype), f"{mode} vs PyTorch",
                       state=dtype == "float64")
 
 
@@ -80,8 +65,7 @@ def test_evaluation_matches_pytorch(name):
                    "float64")
     want = evaluate(RECIPES[name], torch, run_of(name, "torch", "float64", "eager").model,
                     "float64")
-    np.testing.assert_allclose(got, want, rtol=TORCH_TOLERANCE.get((name, "float64"),
-                                                                   TOL["float64"]), atol=0)
+    np.testing.assert_allclose(got, want, rtol=torch_tolerance(name, "float64"), atol=0)
 
 
 @pytest.mark.parametrize("mode", MODES)

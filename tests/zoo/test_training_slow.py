@@ -7,11 +7,10 @@ import pytest
 
 import dualflow as flow
 
-from .harness import MODES, TOL, assert_runs_close, initial_state, train
+from .harness import MODES, TOL, assert_runs_close, initial_state, torch_tolerance, train
 from .recipes import make_recipes
 
 LONG = make_recipes(10, (4, 3, 32, 32))
-TORCH_TOLERANCE = {"mobilenet_v3": 1e-7}   # see test_training.test_hardsigmoid_gradient_...
 
 
 @pytest.mark.slow
@@ -26,4 +25,4 @@ def test_ten_steps_at_32x32(name):
     if importlib.util.find_spec("torch") is not None:
         import torch
         assert_runs_close(eager, train(recipe, torch, "float64", "eager", start),
-                          TORCH_TOLERANCE.get(name, tol), "eager vs PyTorch")
+                          torch_tolerance(name, "float64"), "eager vs PyTorch")
