@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import dtype as _dt
-from .dtype import (DType, bool_ as bool, float16, float32, float64, get_default_dtype,  # noqa: A004
+from .dtype import (DType, bool_ as bool, bfloat16, float16, float32, float64, get_default_dtype,  # noqa: A004
                     int8, int16, int32, int64, set_default_dtype, uint8)
 from .device import Device
 from .device import Device as device

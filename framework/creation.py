@@ -39,7 +39,7 @@ def _finish(array, device, requires_grad) -> Tensor:
 
 def _infer_dtype(data) -> dt.DType:
     arr = np.asarray(data)
-    if arr.dtype.kind == "f":
+    if dt.is_float_array(arr):
         return dt.get_default_dtype() if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
     if arr.dtype.kind in "iu":
         return dt.int64 if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)

@@ -4,9 +4,12 @@ A `DType` wraps a NumPy dtype; CuPy uses the same dtype objects, so one table se
 Promotion follows PyTorch: categories bool < integer < floating; tensors with dimensions outrank
 0-d tensors, which outrank Python scalars, and a weaker operand only matters when its category is
 higher (float32 tensor + 2.5 stays float32; an int64 tensor + 2.5 becomes the default float32).
+bfloat16 is `ml_dtypes`' NumPy dtype (the one JAX uses): its arrays have kind "V", not "f", so code
+that asks whether an array is floating uses `is_float_array`, never `dtype.kind == "f"`.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 BOOL, INT, FLOAT = 0, 1, 2
@@ -31,6 +34,7 @@ class DType:
 
 
 float16 = DType("float16", np.float16, FLOAT)
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, FLOAT)
 float32 = DType("float32", np.float32, FLOAT)
 float64 = DType("float64", np.float64, FLOAT)
 int8 = DType("int8", np.int8, INT)
@@ -40,12 +44,22 @@ int64 = DType("int64", np.int64, INT)
 uint8 = DType("uint8", np.uint8, INT)
 bool_ = DType("bool", np.bool_, BOOL)
 
-ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64)
+_BY_NAME.update(half=float16, bf16=bfloat16, float=float32, double=float64, short=int16, int=int32, long=int64)
 
 _default_float = [float32]
+
+# the floating dtypes that reductions and normalisations accumulate in float32 (ops/precision.py)
+LOW_PRECISION = (float16, bfloat16)
+_FLOAT_NP = frozenset(d.np for d in ALL if d.category == FLOAT)
+
+
+def is_float_array(a) -> bool:
+    """Whether a NumPy/CuPy array (or dtype) is floating: bfloat16's NumPy kind is "V"."""
+    npd = getattr(a, "dtype", a)
+    return npd.kind == "f" or npd in _FLOAT_NP
 
 
 def get_default_dtype() -> DType:

@@ -14,6 +14,7 @@ from .size import Size
 from .tensor import Tensor
 
 NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
+         dt.bfloat16: "BFloat16Tensor",
          dt.int64: "LongTensor", dt.int32: "IntTensor", dt.int16: "ShortTensor",
          dt.int8: "CharTensor", dt.uint8: "ByteTensor", dt.bool_: "BoolTensor"}
 _BY_NAME = {name: d for d, name in NAMES.items()}

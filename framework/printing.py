@@ -10,6 +10,8 @@ _IMPLIED = (dt.float32, dt.int64, dt.bool_)
 
 def tensor_repr(t) -> str:
     arr = np.asarray(t.detach().numpy())
+    if arr.dtype == dt.bfloat16.np:   # NumPy formats only its own floats; widening is exact
+        arr = arr.astype(np.float32)
     prefix = "tensor("
     if arr.size == 0:
         body = f"[], size={tuple(arr.shape)}" if arr.ndim > 1 else "[]"
@@ -18,7 +20,7 @@ def tensor_repr(t) -> str:
         if arr.dtype.kind == "f":
             finite = arr[np.isfinite(arr)]
             integral = finite.size == 0 or np.all(finite == np.round(finite))
-            if integral and (finite.size == 0 or np.abs(finite).max() < 1e8):
+            if integral and (finite.size == 0 or float(np.abs(finite).max()) < 1e8):
                 fmt = {"float_kind": lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)}
             else:
                 fmt = {"float_kind": lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)}

@@ -30,13 +30,13 @@ class TorchCheckpointError(RuntimeError):
     """The file is not a PyTorch checkpoint this reader accepts; the message says why."""
 
 
-# torch storage class -> numpy dtype name (bfloat16 needs ml_dtypes; complex has no dualflow dtype)
+# torch storage class -> numpy dtype name (bfloat16 is ml_dtypes'; complex has no dualflow dtype)
 _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
              "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16",
              "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
              "BFloat16Storage": "bfloat16"}
 _DTYPES = {"float32": dt.float32, "float": dt.float32, "float64": dt.float64,
-           "double": dt.float64, "float16": dt.float16, "half": dt.float16, "int64": dt.int64,
+           "double": dt.float64, "float16": dt.float16, "half": dt.float16, "bfloat16": dt.bfloat16, "int64": dt.int64,
            "long": dt.int64, "int32": dt.int32, "int": dt.int32, "int16": dt.int16,
            "short": dt.int16, "int8": dt.int8, "uint8": dt.uint8, "bool": dt.bool_}
 
@@ -199,14 +199,7 @@ def _numpy_dtype(type_name: str, name: str) -> np.dtype:
     if kind is None:
         raise TorchCheckpointError(f"load: {name!r} holds a torch.{type_name}, which dualflow "
                                    f"has no dtype for")
-    if kind != "bfloat16":
-        return np.dtype(kind)
-    try:
-        import ml_dtypes  # noqa: PLC0415 - optional: only bfloat16 checkpoints need it
-    except ImportError:
-        raise TorchCheckpointError(f"load: {name!r} holds bfloat16 tensors; reading them needs "
-                                   "the ml_dtypes package (pip install ml_dtypes)") from None
-    return np.dtype(ml_dtypes.bfloat16)
+    return dt.bfloat16.np if kind == "bfloat16" else np.dtype(kind)
 
 
 class _Reader:
@@ -244,8 +237,6 @@ class _Reader:
                                                 tuple(s * item for s in r.stride))
         if _overlaps(r.size, r.stride):   # expanded tensors: give each element its own memory
             array = array.copy()
-        if array.dtype.name == "bfloat16":
-            array = array.astype(np.float32)   # no bfloat16 dtype in dualflow: widened, exactly
         t = from_numpy(array).to(self.place(r.storage.location))
         return t.requires_grad_(True) if r.requires_grad and t.dtype.is_floating_point else t
 

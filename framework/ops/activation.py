@@ -17,6 +17,7 @@ from . import rules
 from .arith import add, div, mul, neg, sub
 from .compare import clamp, clamp_op, gt, logical_and, lt, where
 from .opdef import defop
+from .precision import in_float32, widened
 from .unary import _erf_kernel, abs_, erf, exp, expm1, floating, tanh
 from .constants import zeros_view
 from .core import identity
@@ -52,6 +53,7 @@ def _gelu_kernel(xp, x, approximate="none"):
     return 0.5 * x * (1 + _erf_kernel(xp, x * _SQRT_HALF))
 
 
+@in_float32  # float16's x * x overflows past 256: the derivative in float32, as PyTorch
 def _gelu_vjp(g, out, x, approximate="none"):
     if approximate == "tanh":
         t = tanh(mul(add(x, mul(mul(mul(x, x), x), _GELU_CUBIC)), _SQRT_2_OVER_PI))
@@ -133,7 +135,7 @@ sigmoid = defop("sigmoid", _sigmoid_kernel, rules.same_float,
 relu_op = defop("relu", _relu_kernel, rules.same,
                 vjp=lambda g, out, x: (where(gt(out, 0), g, 0),), saves=(), saves_out=True,
                 elementwise=True, out_arg=True, onnx=_lower_relu)
-gelu_op = defop("gelu", _gelu_kernel, rules.same_float, vjp=_gelu_vjp, saves=(0,),
+gelu_op = defop("gelu", widened(_gelu_kernel), rules.same_float, vjp=_gelu_vjp, saves=(0,),
                 elementwise=True, onnx=_lower_gelu)
 silu_op = defop("silu", _silu_kernel, rules.same_float, vjp=_silu_vjp, saves=(0,),
                 elementwise=True, onnx=_lower_silu)

@@ -38,7 +38,7 @@ def _zero_grads(g, out, *inputs, **attrs):
 
 
 def _div_kernel(xp, x, y, out=None):
-    if x.dtype.kind == "f":
+    if dt.is_float_array(x):
         return xp.true_divide(x, y, out=out)
     return xp.true_divide(x, y, out=out, dtype=dt.get_default_dtype().np)
 
@@ -61,7 +61,7 @@ def _remainder_kernel(xp, x, y, out=None):
 
 def _trunc_divide_kernel(xp, x, y, out=None):
     """C-style division: floats truncate x / y; integers stay exact (x - fmod(x, y) divides y)."""
-    if x.dtype.kind == "f":
+    if dt.is_float_array(x):
         return xp.trunc(xp.true_divide(x, y, out=out), out=out)
     _nonzero_int_divisor(y, "trunc_divide")
     return xp.floor_divide(x - xp.fmod(x, y), y, out=out)

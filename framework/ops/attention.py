@@ -1,5 +1,6 @@
 """Scaled dot-product attention as a composite of matmul, masking and softmax (PyTorch's math
-backend): softmax(q k^T * scale + mask) v, with rows that mask every key giving zeros."""
+backend): softmax(q k^T * scale + mask) v, with rows that mask every key giving zeros. float16
+and bfloat16 inputs are computed on in float32 and the result rounded back, as PyTorch does."""
 from __future__ import annotations
 
 import math
@@ -12,6 +13,7 @@ from .dropout import dropout
 from .gather import masked_fill
 from .linalg import matmul
 from .normalization import softmax
+from .precision import in_float32
 from .reduce import all_op
 from .shape import reshape, transpose, unsqueeze
 
@@ -36,6 +38,7 @@ def _safe_softmax(scores):
     return where(dead, 0.0, softmax(where(dead, 0.0, scores), -1))
 
 
+@in_float32
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False):

@@ -15,6 +15,7 @@ Attributes are normalised tuples: stride (sh, sw), padding ((top, bottom), (left
 """
 from __future__ import annotations
 
+from .linalg import _matmul_kernel  # keeps bfloat16, where ml_dtypes' matmul gives float32
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import reshape
@@ -57,13 +58,14 @@ def _matmul_nt(xp, a, b):
     operand as it is, where batched `matmul` on transposed float32 operands is very slow."""
     if a.shape[0] == 1:
         return xp.dot(a[0], b[0].T)[None]
-    return xp.matmul(a, b.transpose(0, 2, 1))
+    return _matmul_kernel(xp, a, b.transpose(0, 2, 1))
 
 
 def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
     cout, cg, kh, kw = w.shape
     cols, (ho, wo) = _columns(xp, x, (kh, kw), stride, padding, dilation, groups, True)
-    out = xp.matmul(w.reshape(groups, cout // groups, cg * kh * kw), cols)  # (N, G, Cout/G, L)
+    out = _matmul_kernel(xp, w.reshape(groups, cout // groups, cg * kh * kw),
+                         cols)  # (N, G, Cout/G, L)
     return out.reshape(x.shape[0], cout, ho, wo)
 
 
@@ -71,7 +73,8 @@ def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output
     n, cin, h, wd = x.shape
     _, cog, kh, kw = w.shape
     wt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1))
-    cols = xp.matmul(wt, x.reshape(n, groups, cin // groups, h * wd))  # (N, G, Cout/G*kh*kw, L)
+    # (N, G, Cout/G*kh*kw, L)
+    cols = _matmul_kernel(xp, wt, x.reshape(n, groups, cin // groups, h * wd))
     taps = cols.reshape(n, groups, cog, kh, kw, h, wd)
     (sh, sw), (dh, dw) = stride, dilation
     canvas_h = (h - 1) * sh + dh * (kh - 1) + 1 + output_padding[0]

@@ -120,6 +120,7 @@ def to(x, device):
 METHODS = {"clone": clone, "broadcast_to": lambda x, shape: broadcast_to(x, shape=tuple(shape)),
            "expand_as": lambda x, other: broadcast_to(x, shape=tuple(other.shape)),
            "float": lambda x: to_dtype(x, dt.float32), "double": lambda x: to_dtype(x, dt.float64),
-           "half": lambda x: to_dtype(x, dt.float16), "long": lambda x: to_dtype(x, dt.int64),
+           "half": lambda x: to_dtype(x, dt.float16),
+           "bfloat16": lambda x: to_dtype(x, dt.bfloat16), "long": lambda x: to_dtype(x, dt.int64),
            "int": lambda x: to_dtype(x, dt.int32), "bool": lambda x: to_dtype(x, dt.bool_)}
 EXPORTS = {"clone": clone, "broadcast_to": lambda x, shape: broadcast_to(x, shape=tuple(shape))}

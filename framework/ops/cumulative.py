@@ -88,7 +88,7 @@ def _running_extreme(ufunc: str):
         values = _inclusive_scan(xp, ufunc, x, dim)
         positions = xp.arange(x.shape[dim]).reshape((-1,) + (1,) * (x.ndim - 1 - dim))
         holds = values == x
-        if x.dtype.kind == "f":
+        if dt.is_float_array(x):
             holds |= xp.isnan(x)
         return values, _inclusive_scan(xp, "maximum", xp.where(holds, positions, 0), dim)
     return kernel

@@ -4,6 +4,7 @@ the out-of-place ops (see `dispatch.apply_inplace`), the two ops that only make 
 """
 from __future__ import annotations
 
+from .. import dtype as dt
 from ..tensor import Tensor
 from . import random as random_ops
 from . import rules
@@ -79,7 +80,7 @@ def _addcmul_kernel(xp, x, t1, t2, value=1, out=None):
 
 
 def _addcdiv_kernel(xp, x, t1, t2, value=1, out=None):
-    if t1.dtype.kind != "f":
+    if not dt.is_float_array(t1):
         raise TypeError("addcdiv: integer division is not supported; use floating-point tensors")
     quot = xp.true_divide(t1, t2)
     if value != 1:

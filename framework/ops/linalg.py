@@ -66,7 +66,8 @@ def _matmul_kernel(xp, a, b, out=None):
     which every Linear layer makes, measured up to ~7x slower than `dot` for small float32 shapes."""
     if a.ndim == 2 and b.ndim == 2:
         return xp.dot(a, b, out=out)
-    return xp.matmul(a, b, out=out)
+    r = xp.matmul(a, b, out=out)
+    return r if r.dtype == a.dtype else r.astype(a.dtype)  # ml_dtypes: bfloat16 @ -> float32
 
 
 def _lower_matmul(ctx, node):

@@ -3,6 +3,8 @@ and layer_norm, batch_norm, group_norm as composites of reductions and arithmeti
 
 batch_norm in training updates the running statistics in place under `no_grad` with the tensors'
 own `mul_`/`add_`, so graph mode traces them as state updates like any optimizer step.
+float16/bfloat16 inputs are computed on in float32 and rounded back (ops/precision.py), as in
+PyTorch: softmax and log_softmax in their kernels, layer_norm and group_norm as composites.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import numpy as np
 
 from .arith import mul, sub
 from .opdef import defop
+from .precision import in_float32, widened
 from .reduce import mean, sum_fn
 from .rules import ShapeError
 from .shape import dim_index, reshape
@@ -76,12 +79,12 @@ def _lower_softmax(op_type: str):
 
 
 softmax_op = defop(
-    "softmax", _softmax_kernel, _softmax_infer,
+    "softmax", widened(_softmax_kernel), _softmax_infer,
     vjp=lambda g, y, x, dim: (mul(y, sub(g, _sum_along(mul(g, y), dim))),),
     saves=(), saves_out=True, onnx=_lower_softmax("Softmax"),
     doc="exp(x - max) / sum: normalised along `dim`, stable for large inputs.")
 log_softmax_op = defop(
-    "log_softmax", _log_softmax_kernel, _softmax_infer,
+    "log_softmax", widened(_log_softmax_kernel), _softmax_infer,
     vjp=lambda g, y, x, dim: (sub(g, mul(exp(y), _sum_along(g, dim))),),
     saves=(), saves_out=True, onnx=_lower_softmax("LogSoftmax"),
     doc="x - logsumexp(x): log-probabilities along `dim`, stable for large inputs.")
@@ -135,6 +138,7 @@ def affine(y, weight, bias, shape):
     return y
 
 
+@in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalise over the trailing `normalized_shape` dimensions, as in PyTorch."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -196,6 +200,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return affine(y, weight, bias, shape)
 
 
+@in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     """Normalise each sample over groups of channels (and all spatial positions)."""
     if input.ndim < 2 or input.shape[1] % num_groups:

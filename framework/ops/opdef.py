@@ -49,7 +49,8 @@ class TensorType:
         return len(self.shape)
 
     def __repr__(self) -> str:
-        short = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+        short = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+                 "int8": "i8", "int16": "i16",
                  "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}[self.dtype.name]
         return f"{short}[{','.join(map(str, self.shape))}]"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtype as dt
 from ..tensor import Tensor
 from . import rules
 from .arith import _grad_if, div, mul
@@ -73,7 +74,7 @@ def _replacements(dtype, attrs: dict) -> tuple:
 
 def _nan_to_num_kernel(xp, x, nan=0.0, posinf=None, neginf=None, out=None):
     out = _into(x, out)
-    if x.dtype.kind == "f":  # integers have nothing to replace
+    if dt.is_float_array(x):  # integers have nothing to replace
         xp.nan_to_num(out, copy=False, nan=nan, posinf=posinf, neginf=neginf)
     return out
 

@@ -24,7 +24,7 @@ def _max_pool2d_kernel(xp, x, kernel_size, stride, padding, dilation):
         return _tiled_max_pool2d(xp, x, kernel_size)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (dh, dw) = kernel_size, stride, dilation
-    low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+    low = -xp.inf if dt.is_float_array(x) else xp.iinfo(x.dtype).min
     win = sliding_windows(xp, x, kernel_size, stride, padding, dilation, fill=low)
     ho, wo = win.shape[2:4]
     flat = win.reshape(n, c, ho, wo, kh * kw)
@@ -55,7 +55,7 @@ def _tiled_max_pool2d(xp, x, kernel_size):
     values = taps[0].copy()
     for tap in taps[1:]:
         xp.maximum(values, tap, out=values)
-    has_nan = x.dtype.kind == "f" and bool(xp.isnan(values).any())
+    has_nan = dt.is_float_array(x) and bool(xp.isnan(values).any())
     count = xp.uint8 if kh * kw <= 256 else xp.int64
     first, unmatched = xp.zeros(values.shape, dtype=count), None
     for tap in taps[:-1]:

@@ -6,7 +6,7 @@ of non-negative axes) so compiled graphs are keyed by one spelling, and raise Py
 (empty max, integer mean, ...). Each kernel is one or two `xp` calls. VJPs broadcast the reduced
 gradient back with `broadcast_to`; masks are built from the `sign` op (zero gradient), so every
 VJP differentiates again. Statistics and norms (stats.py) and scans (scan.py) build on the
-helpers here.
+helpers here. float16 and bfloat16 sums and means accumulate in float32 (ops/precision.py).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from . import rules
 from .core import broadcast_to
 from .join import flip_op
 from .opdef import TensorType, defop, not_exportable
+from .precision import widened
 from .shape import dim_index, dim_list, inverse_permutation, permute, reshape, unsqueeze
 from .sums import float_sum
 
@@ -44,7 +45,7 @@ def _count(shape, dim) -> int:
 
 def _acc(x):
     """PyTorch sums and multiplies integers and bools in int64."""
-    return None if x.dtype.kind == "f" else "int64"
+    return None if dt.is_float_array(x) else "int64"
 
 
 def _acc_type(x, dim=None, keepdim=False, **attrs) -> TensorType:
@@ -159,7 +160,7 @@ def _lower_logical(is_all: bool):
 
 # ---- sums, means, products -----------------------------------------------------------------------
 def _sum_kernel(xp, x, dim=None, keepdim=False):
-    if x.dtype.kind == "f":
+    if dt.is_float_array(x):
         return float_sum(xp, x, _axes(dim, x.ndim), keepdim)
     return x.sum(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x))
 
@@ -177,7 +178,7 @@ def _mean_kernel(xp, x, dim=None, keepdim=False):
     return x.mean(axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
-mean_op = defop("mean", _mean_kernel, rules.reduce,
+mean_op = defop("mean", widened(_mean_kernel), rules.reduce,
                 vjp=lambda g, out, x, dim=None, keepdim=False:
                 (_back(g, x, dim, keepdim) * (1.0 / max(_count(x.shape, dim), 1)),),
                 saves=(), onnx=_lower_mean)

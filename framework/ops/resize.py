@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtype as dt
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 
@@ -88,7 +89,7 @@ def _apply(xp, v, axis: int, pos, weight, nearest: bool):
 
 def _resize(xp, v, mode, size, input_size, scales, align_corners, adjoint: bool):
     """The forward map (input_size -> size), or its transpose when `adjoint`."""
-    dtype = np.dtype(v.dtype) if v.dtype.kind == "f" else np.dtype(np.float32)
+    dtype = np.dtype(v.dtype) if dt.is_float_array(v) else np.dtype(np.float32)
     axes = range(len(size)) if adjoint else reversed(range(len(size)))
     for a in axes:
         dst, src, w = _triplets(mode, input_size[a], size[a], scales[a], align_corners, dtype)

@@ -49,7 +49,7 @@ def _scan_kernel(fn):
 def _cumsum_kernel(xp, x, dim):
     """Low-precision floats accumulate in float64, as PyTorch's CPU cumsum does: a running
     float32 sum of 10^6 values drifts by ~10, a float64 one by less than the result's ulp."""
-    if x.ndim and x.dtype.kind == "f" and x.dtype.itemsize < 8:
+    if x.ndim and dt.is_float_array(x) and x.dtype.itemsize < 8:
         return xp.cumsum(x, axis=dim, dtype=xp.float64).astype(x.dtype)
     return _scan_kernel("cumsum")(xp, x, dim)
 

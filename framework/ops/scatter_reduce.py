@@ -70,7 +70,7 @@ def _identity(dtype: np.dtype, reduce: str):
         return 0
     if reduce == "prod":
         return 1
-    if np.dtype(dtype).kind == "f":
+    if dt.is_float_array(np.dtype(dtype)):
         return -np.inf if reduce == "amax" else np.inf
     info = np.iinfo(dtype)
     return info.min if reduce == "amax" else info.max
@@ -89,7 +89,7 @@ def _scatter_reduce_kernel(xp, x, index, src, dim, reduce, include_self, out=Non
         count = xp.full(x.shape, int(include_self), dtype=x.dtype)
         xp.add.at(count, at, 1)
         count = xp.maximum(count, 1)
-        (xp.true_divide if x.dtype.kind == "f" else xp.floor_divide)(out, count, out=out)
+        (xp.true_divide if dt.is_float_array(x) else xp.floor_divide)(out, count, out=out)
     return out
 
 

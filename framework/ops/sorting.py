@@ -51,7 +51,7 @@ def _few_first(xp, x, k: int, largest: bool):
 def _first_positions(xp, x, k: int, dim: int, largest: bool):
     """The positions of the first k elements of x's stable order along `dim`."""
     n = x.shape[dim]
-    if 0 < k <= n // 8 and not (x.dtype.kind == "f" and bool(xp.isnan(x).any())):
+    if 0 < k <= n // 8 and not (dt.is_float_array(x) and bool(xp.isnan(x).any())):
         return xp.moveaxis(_few_first(xp, xp.moveaxis(x, dim, -1), k, largest), -1, dim)
     order = _stable_order(xp, x, dim, largest)
     return order if k == n else order[(slice(None),) * dim + (slice(0, k),)]

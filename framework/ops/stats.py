@@ -2,7 +2,8 @@
 vector_norm and norm.
 
 They follow reduce.py's conventions (canonical `dim`, VJPs broadcast back with its helpers) and
-reuse its masks, so every VJP differentiates again.
+reuse its masks, so every VJP differentiates again. float16 and bfloat16 inputs are computed on
+in float32 and the results rounded back, as PyTorch does (ops/precision.py).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 from .. import dtype as dt
 from . import rules
 from .opdef import defop
+from .precision import widened
 from .reduce import (_axes, _back, _cast_for, _count, _equal, _float_only, _reduced, _sign,
                      canonical_dims, mean, mean_op, sum_)
 
@@ -97,9 +99,9 @@ def _moment_vjp(root: bool):
     return vjp
 
 
-var_op = defop("var", _moment_kernel(False), rules.reduce, _moment_vjp(False), saves=(0,),
+var_op = defop("var", widened(_moment_kernel(False)), rules.reduce, _moment_vjp(False), saves=(0,),
                onnx=_lower_moment(False))
-std_op = defop("std", _moment_kernel(True), rules.reduce, _moment_vjp(True), saves=(0,),
+std_op = defop("std", widened(_moment_kernel(True)), rules.reduce, _moment_vjp(True), saves=(0,),
                saves_out=True, onnx=_lower_moment(True))
 
 
@@ -119,7 +121,7 @@ def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
     return (_back(g, x, dim, keepdim) * exp(x - _back(out, x, dim, keepdim)),)
 
 
-logsumexp_op = defop("logsumexp", _logsumexp_kernel, rules.reduce, _logsumexp_vjp,
+logsumexp_op = defop("logsumexp", widened(_logsumexp_kernel), rules.reduce, _logsumexp_vjp,
                      saves_out=True, onnx=_lower_logsumexp)
 
 
@@ -157,7 +159,7 @@ def _norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
     return (gb * sign * (size / unit) ** (ord - 1.0),)
 
 
-vector_norm_op = defop("vector_norm", _norm_kernel, rules.reduce, _norm_vjp, saves_out=True,
+vector_norm_op = defop("vector_norm", widened(_norm_kernel), rules.reduce, _norm_vjp, saves_out=True,
                        onnx=_lower_vector_norm)
 
 

@@ -7,7 +7,8 @@ with ones 0.5 µs; over (512, 128) 10 vs 2.5 µs; over the trailing axis of (409
 errors against float64 were equal or smaller on every measured shape) and does not depend on
 alignment or on the BLAS thread count (checked); eager kernels and compiled graphs call the same
 plan, so both modes stay bit-identical. Full reductions keep `add.reduce`: a BLAS dot splits long
-vectors across threads.
+vectors across threads. float16 and bfloat16 are summed in float32 and rounded back, as PyTorch
+does (ops/precision.py): the plan widens them, so compiled graphs, which bind it, widen too.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from .constants import ones_view
+from .precision import LOW_NP
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -24,7 +26,11 @@ _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 def sum_plan(shape: tuple, dtype, axes: tuple | None, keepdims: bool):
     """A function computing `x.sum(axis=axes, keepdims=keepdims)` for NumPy arrays of this shape
     and dtype: a product with ones when `axes` are leading or trailing axes (not all of them)
-    of a float32/float64 array and x is C-contiguous, `add.reduce` otherwise."""
+    of a float32/float64 array and x is C-contiguous, `add.reduce` otherwise; float16 and
+    bfloat16 through float32."""
+    if np.dtype(dtype) in LOW_NP:
+        wide = sum_plan(shape, np.float32, axes, keepdims)
+        return lambda x: wide(x.astype(np.float32)).astype(dtype)
     def plain(x):
         return x.sum(axis=axes, keepdims=keepdims)
 
@@ -60,6 +66,8 @@ def float_sum(xp, x, axes: tuple | None, keepdims: bool = False):
     """`x.sum(axis=axes, keepdims=keepdims)` for a float array, through `sum_plan` on NumPy."""
     if xp is np:
         return sum_plan(x.shape, x.dtype, axes, keepdims)(x)
+    if x.dtype in LOW_NP:
+        return x.sum(axis=axes, keepdims=keepdims, dtype=xp.float32).astype(x.dtype)
     return x.sum(axis=axes, keepdims=keepdims)
 
 

@@ -20,7 +20,7 @@ from .opdef import defop
 
 def floating(x):
     """An integer or bool array as the default float dtype (what `rules.same_float` promises)."""
-    return x if x.dtype.kind == "f" else x.astype(dt.get_default_dtype().np)
+    return x if dt.is_float_array(x) else x.astype(dt.get_default_dtype().np)
 
 
 # ---- ONNX lowerings (see export/context.py for `ctx`) --------------------------------------------
@@ -90,7 +90,7 @@ def _zero_vjp(g, out, x, **attrs):
 def _rounding(name, kernel, onnx=None):
     """Floor/ceil/trunc/round: integers pass through unchanged; the gradient is zero."""
     def run(xp, x, **attrs):
-        return kernel(xp, x, **attrs) if x.dtype.kind == "f" else x.copy()
+        return kernel(xp, x, **attrs) if dt.is_float_array(x) else x.copy()
     return _unary(name, run, _zero_vjp, reads=(), onnx=onnx, rule=rules.same)
 
 
@@ -153,7 +153,7 @@ def _erf_single_kernel(xp, x, dtype):
 
 
 def _erf_kernel(xp, x):
-    dtype = x.dtype if x.dtype.kind == "f" else dt.get_default_dtype().np
+    dtype = x.dtype if dt.is_float_array(x) else dt.get_default_dtype().np
     if dtype.itemsize <= 4:
         return _erf_single_kernel(xp, x, dtype)
     x = x.astype("float64", copy=False)
