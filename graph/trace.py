@@ -5,6 +5,7 @@ import numpy as np
 
 from dualflow.mode import GRAPH, mode
 from dualflow.ops import dispatch
+from dualflow.ops.layout import strides_of
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 
@@ -21,7 +22,7 @@ def signature(leaves: list, extra=()) -> tuple:
     for a in leaves:
         d = a._data
         where = None if type(d) is np.ndarray else str(a.device)
-        key.append((d.shape, d.dtype, where, a.requires_grad))
+        key.append((d.shape, d.strides, d.dtype, where, a.requires_grad))
     return tuple(key) + tuple(extra) + (dispatch.state.grad_enabled,)
 
 
@@ -48,10 +49,18 @@ class Trace:
 
     def inputs(self, args) -> list:
         """Traced graph inputs standing for the tensors among `args` (a call's tensor leaves;
-        other values pass through unchanged)."""
-        return [self.tracer.input(TensorType(a.shape, a.dtype, a.device), f"input{i}",
-                                  a.requires_grad) if isinstance(a, Tensor) else a
-                for i, a in enumerate(args)]
+        other values pass through unchanged). Each keeps its tensor's layout, so `contiguous()`
+        and `reshape` copy or view as they would in eager mode (the layout is in the key)."""
+        out = []
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                t = self.tracer.input(TensorType(a.shape, a.dtype, a.device), f"input{i}",
+                                      a.requires_grad)
+                if a._data is not None and not a._data.flags.c_contiguous:
+                    t._strides = strides_of(a)
+                a = t
+            out.append(a)
+        return out
 
     def __enter__(self) -> "Trace":
         dispatch.state.interpreters.append(self.tracer)

@@ -47,7 +47,7 @@ def _read_error(what: str) -> TraceError:
 
 class TracedTensor(Tensor):
     """A tensor standing for an IR value: it has a type but no data."""
-    __slots__ = ("_value", "_tracer")
+    __slots__ = ("_value", "_tracer", "_strides")   # _strides: an input's layout (layout.py)
 
     @property
     def shape(self) -> tuple:
@@ -114,6 +114,7 @@ class Tracer:
         t._init(None, False, output_nr)
         t._value = value
         t._tracer = self
+        t._strides = None
         return t
 
     def value_of(self, x):

@@ -67,8 +67,8 @@ def strides_of(t) -> tuple:
     data = t._data
     if data is not None:
         return tuple(s // data.itemsize for s in data.strides)
-    if t._view_of is None:
-        return c_strides(t.shape)
+    if t._view_of is None:   # a graph input keeps its eager tensor's layout; results are C order
+        return getattr(t, "_strides", None) or c_strides(t.shape)
     base, op, attrs = t._view_of
     base_strides = strides_of(base)
     if op.name == "reshape":  # its kernel would copy from a stand-in that has no memory

@@ -483,3 +483,21 @@ def test_a_traced_tensor_kept_outside_the_trace_says_so_when_used(graph_mode):
     Leaks()(flow.ones(2))
     with flow.mode(flow.EAGER), pytest.raises(RuntimeError, match="outside its trace"):
         kept[0] + 1
+
+
+def test_a_strided_input_keeps_its_layout_in_the_trace():
+    class Bumps(nn.Module):
+        def forward(self, x):
+            y = x.contiguous()   # a copy for a transposed input: the caller's tensor is untouched
+            y.add_(1.0)
+            return y * 2
+
+    for mode in (flow.EAGER, flow.GRAPH):
+        base = flow.zeros(2, 3)
+        with flow.mode(mode), flow.no_grad():
+            model = Bumps()
+            out = [model(base.t()) for _ in range(2)]
+            np.testing.assert_array_equal(base.numpy(), np.zeros((2, 3)))
+            model(base)   # C-ordered: contiguous() is the input itself, changed in place
+        np.testing.assert_array_equal(base.numpy(), np.ones((2, 3)))
+        np.testing.assert_array_equal(out[1].numpy(), np.full((3, 2), 2.0))
