@@ -315,3 +315,16 @@ def test_persistent_workers_are_reused_across_epochs():
     gc.collect()
     assert not any(_alive(p) for p in pid_sets[0] + stream_pids)
     assert not _leftovers()
+
+
+def test_persistent_loader_starts_new_workers_after_one_died():
+    loader = DataLoader(range(6), batch_size=None, num_workers=2, persistent_workers=True)
+    it = iter(loader)
+    assert next(it) == 0
+    old = it.worker_pids
+    os.kill(old[1], signal.SIGKILL)
+    with pytest.raises(RuntimeError, match="exited unexpectedly"):
+        list(it)
+    assert not any(_alive(p) for p in old)
+    again = iter(loader)
+    assert list(again) == list(range(6)) and set(again.worker_pids).isdisjoint(old)

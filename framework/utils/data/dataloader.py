@@ -80,7 +80,7 @@ class DataLoader:
         """A new pass over worker processes; persistent workers are started once and reused."""
         if not self.persistent_workers:
             return MultiProcessIterator(self)
-        if self._iterator is None:
+        if self._iterator is None or self._iterator.stopped:     # first pass, or after an error
             self._iterator = MultiProcessIterator(self)
         else:
             self._iterator._reset(self)

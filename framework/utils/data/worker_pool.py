@@ -93,9 +93,16 @@ class MultiProcessIterator:
     def worker_pids(self) -> list[int]:
         return [w.pid for w in self._workers]
 
+    @property
+    def stopped(self) -> bool:
+        """True once the workers are gone (the pass ended, or an error stopped them)."""
+        return self._shut
+
     def _reset(self, loader) -> None:
         """Start a new pass: a fresh pass of the sampler, new requests, replies in order."""
         self._epoch += 1
+        for _, reply in getattr(self, "_waiting", {}).values():    # a pass left unfinished
+            discard_batch(reply)
         self._sampler_iter = None if self._iterable else iter(self._index_source)
         self._sent = self._received = 0
         self._next_worker = itertools.cycle(range(self._num_workers))
@@ -126,7 +133,7 @@ class MultiProcessIterator:
 
     def __next__(self):
         while True:
-            if self._received == self._sent:
+            if self._shut or self._received == self._sent:
                 if not self._persistent:
                     self._shutdown()
                 raise StopIteration
