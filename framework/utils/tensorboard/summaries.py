@@ -131,7 +131,7 @@ def hparams(hparam_dict: dict, metric_dict: dict, domains: dict | None = None) -
     for name, v in values.items():
         info = api_pb2.HParamInfo(name=name, type=_HPARAM_TYPES[v.WhichOneof("kind")])
         if domains and name in domains:
-            info.domain_discrete.extend([_hparam_value(name, d) for d in domains[name]])
+            info.domain_discrete.values.extend([_hparam_value(name, d) for d in domains[name]])
         infos.append(info)
     metrics = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=k)) for k in metric_dict]
     experiment = plugin_data_pb2.HParamsPluginData(
