@@ -274,6 +274,7 @@ def add_arrays(a, b):
 
 def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
     buffers: dict = {}   # node -> list of output grads
+    check_anomaly = anomaly.state.enabled  # (read once: per thread, so dearer than a global)
     ready_roots = []
     for t, g in zip(roots, root_grads):
         if t.grad_fn is None:
@@ -312,7 +313,7 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 if grads[i] is None and t.dtype.is_floating_point:
                     grads[i] = _zeros_for(t)
         in_grads = _call_vjp(node, grads)
-        if anomaly.state.enabled:
+        if check_anomaly:
             anomaly.check(node, in_grads)
         fresh = getattr(node.op, "fresh_grads", False)
         if not retain_graph:

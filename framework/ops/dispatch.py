@@ -36,6 +36,7 @@ class _Hooks:
 
 state = _State()
 hooks = _Hooks()
+AUTOCAST_OPS: dict = {}   # op -> its input-cast rule, while an autocast region is open anywhere
 
 
 class OpError(RuntimeError):
@@ -134,12 +135,15 @@ def apply(op, inputs, attrs):
     so this path is kept lean (see tests/eager/test_fast_paths.py for the fast paths' checks)."""
     if op.promote:
         inputs = _promote(op, inputs)
+    if AUTOCAST_OPS and op in AUTOCAST_OPS:   # empty outside autocast regions (framework/amp)
+        inputs = AUTOCAST_OPS[op](op, inputs)
     interps = state.interpreters
     out = interps[-1].run(op, inputs, attrs) if interps else _run_eager(op, inputs, attrs)
-    if state.grad_enabled and op.vjp is not None:
+    if op.vjp is not None:
         for x in inputs:
             if x.requires_grad:
-                hooks.record(op, inputs, attrs, out)
+                if state.grad_enabled:  # read only here: a thread-local costs more than a slot
+                    hooks.record(op, inputs, attrs, out)
                 break
     return out
 
