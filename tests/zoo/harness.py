@@ -75,7 +75,7 @@ def train(recipe: Recipe, fw, dtype: str, mode: str, start: dict[str, np.ndarray
           failing_batch: tuple | None = None) -> Run:
     """Train from `start` on the recipe's batches in `mode` (PyTorch: always "eager"). With
     `failing_batch`, a step on it is tried first and last, and must raise an error saying
-    "out of bounds" (a bad token id), as eager does."""
+    "out of bounds" (a bad token id or target), as eager does."""
     model = fresh_model(recipe, fw, dtype, start)
     opt, sched = recipe.optimizer(fw, model)
     batches = [tuple(to_fw(fw, a, dtype) for a in b) for b in recipe.batches]
@@ -104,7 +104,7 @@ def _expect_out_of_bounds(steps: Callable, batch: tuple, carry) -> None:
         if "out of bounds" not in str(e):
             raise
         return
-    raise AssertionError("a step on out-of-range token ids did not fail")
+    raise AssertionError("a step on out-of-range token ids or targets did not fail")
 
 
 def evaluate(recipe: Recipe, fw, model, dtype: str, mode: str = "eager") -> list:
