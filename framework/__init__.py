@@ -37,6 +37,8 @@ from dualflow.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabl
 from .serialization import load, save  # noqa: E402
 from . import optim, utils  # noqa: E402
 from . import profiler  # noqa: E402
+from . import amp  # noqa: E402
+from .amp import autocast  # noqa: E402
 from dualflow import nn, graph  # noqa: E402
 from dualflow.nn.compiled import compile  # noqa: E402,A004
 from dualflow.graph.module_call import module_call as _module_call  # noqa: E402

@@ -6,35 +6,26 @@ float32. float16 gradients can underflow, so in the backward each float16 produc
 is computed on the gradient times `scale` and divided by it again in float32; an inf or nan in
 any of those products skips the whole step (every state update keeps its old value) and halves
 the scale, and `growth_interval` clean steps in a row double it — PyTorch's GradScaler rule.
+The op policy is dualflow.amp.policy's, which eager `autocast` uses too.
 """
 from __future__ import annotations
 
 import dualflow as flow
+from dualflow.amp.grad_scaler import ScaleRule
+from dualflow.amp.policy import low_precision_dtype as _low_precision
 
 
 def low_precision_dtype(dtype=None):
-    """float16 by default; bfloat16 is not a dualflow dtype (NumPy has none), so it is refused."""
-    if dtype is None:
-        return flow.float16
-    if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
-        raise TypeError("enable_amp: bfloat16 is not available (NumPy has no bfloat16 dtype); "
-                        "use dtype=dualflow.float16")
-    if dtype is not flow.float16:
-        raise TypeError(f"enable_amp: the low-precision dtype must be dualflow.float16, got "
-                        f"{dtype!r}")
-    return dtype
+    """float16 by default (the graph scaler is on for it); bfloat16 when asked for."""
+    return flow.float16 if dtype is None else _low_precision(dtype, "cpu", "enable_amp")
 
 
-class GradScaler:
+class GradScaler(ScaleRule):
     """Dynamic loss scaling state, held in tensors the compiled graph reads and updates."""
 
     def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000):
-        if not (growth_factor > 1 and 0 < backoff_factor < 1 and growth_interval >= 1):
-            raise ValueError("GradScaler: need growth_factor > 1, 0 < backoff_factor < 1 and "
-                             "growth_interval >= 1")
-        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval = int(growth_interval)
+        super().__init__(growth_factor, backoff_factor, growth_interval)
         self.scale = flow.tensor(float(init_scale), dtype=flow.float32)
         self.good_steps = flow.tensor(0.0, dtype=flow.float32)
         self.found_inf = flow.tensor(False)

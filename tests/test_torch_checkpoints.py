@@ -107,21 +107,13 @@ def test_dtypes(name, tmp_path):
     _same(flow.load(_saved({"t": t}, tmp_path))["t"], t)
 
 
-def test_bfloat16_is_widened_to_float32_exactly(tmp_path):
+def test_bfloat16_loads_as_bfloat16_bit_for_bit(tmp_path):
     torch = _torch()
-    pytest.importorskip("ml_dtypes")
     t = torch.tensor([1.5, -3.25, 1e30, 7.0e-3], dtype=torch.bfloat16)
-    got = flow.load(_saved([t], tmp_path))[0]
-    assert got.dtype is flow.float32
-    np.testing.assert_array_equal(got.numpy(), t.float().numpy())
-
-
-def test_bfloat16_without_ml_dtypes_says_what_is_missing(tmp_path, monkeypatch):
-    torch = _torch()
-    path = _saved([torch.ones(2, dtype=torch.bfloat16)], tmp_path)
-    monkeypatch.setitem(sys.modules, "ml_dtypes", None)   # `import ml_dtypes` now fails
-    with pytest.raises(RuntimeError, match="bfloat16.*ml_dtypes"):
-        flow.load(path)
+    got = flow.load(_saved([t, torch.bfloat16], tmp_path))
+    assert got[0].dtype is flow.bfloat16 and got[1] is flow.bfloat16
+    np.testing.assert_array_equal(got[0].numpy().view(np.uint16), t.view(torch.int16).numpy()
+                                  .view(np.uint16))
 
 
 def test_parameters_scalars_and_containers(tmp_path):

@@ -9,11 +9,11 @@ from the backward's seed: a constant only the backward reads, or a value made fr
 from __future__ import annotations
 
 from dualflow import dtype as dt
+from dualflow.amp.policy import LOW_PRECISION_OPS
 
 from ..ir import Graph
 from .rewrite import emit, remap_outputs, rewire
 
-LOW_PRECISION_OPS = ("matmul", "conv2d", "conv2d_weight", "conv_transpose2d", "einsum")
 _VIEWS = ("permute", "reshape")
 
 
