@@ -36,6 +36,7 @@ from dualflow.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabl
 
 from .serialization import load, save  # noqa: E402
 from . import optim, utils  # noqa: E402
+from . import distributed  # noqa: E402  (mpi4py is imported only by init_process_group)
 from . import profiler  # noqa: E402
 from . import amp  # noqa: E402
 from .amp import autocast  # noqa: E402

@@ -1,0 +1,177 @@
+"""Collectives on tensors, in place, as in `torch.distributed`: each checks its tensors, hands
+their arrays to the communicator, and returns a `Work` (`async_op=True`) or waits for it.
+The communicator reads and writes the tensors' own memory; a tensor must not be read or
+changed until its Work has been waited on."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..tensor import Tensor
+from .process_group import backend, check_group
+from .reduce_op import ReduceOp, check_reduce_op
+from .work import Work
+
+
+def _array(t: Tensor, where: str, written: bool = True):
+    """`t`'s array (on the host for MPI, staged back after the collective), checked."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{where}: expected a dualflow Tensor, got {type(t).__name__}")
+    data = t._data
+    if data is None:
+        raise RuntimeError(f"{where}: collectives run eagerly; this tensor is being traced into "
+                           f"a graph (graph-mode collectives are not supported yet)")
+    if not data.flags.c_contiguous:
+        raise ValueError(f"{where}: the tensor must be contiguous (shape {tuple(t.shape)}, "
+                         f"strides {data.strides}); call .contiguous() first")
+    if written:
+        t._version[0] += 1
+    return data
+
+
+def _staged(comm, arrays: list, run) -> Work:
+    """Run `run(*arrays)` on host copies when the communicator wants host memory (MPI) and the
+    arrays live on a GPU; the results are copied back into the device arrays when it is done."""
+    if comm.name == "nccl" or all(isinstance(a, np.ndarray) for a in arrays):
+        return run(*arrays)
+    hosts = [a.get() if not isinstance(a, np.ndarray) else a for a in arrays]
+    work = run(*hosts)
+    inner_then = work._then
+
+    def copy_back():
+        result = inner_then() if inner_then is not None else None
+        for device, host in zip(arrays, hosts):
+            if device is not host:
+                device.set(host)
+        return result
+    work._then = copy_back
+    return work
+
+
+def _finish(work: Work, async_op: bool):
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
+    """Every rank's `tensor` becomes the reduction (`op`) of all ranks' values."""
+    check_group(group, "all_reduce")
+    comm = backend("all_reduce")
+    check_reduce_op(op, "all_reduce")
+    a = _array(tensor, "all_reduce")
+    return _finish(_staged(comm, [a], lambda x: comm.all_reduce(x, op)), async_op)
+
+
+def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
+    """Every rank's `tensor` becomes rank `src`'s."""
+    check_group(group, "broadcast")
+    comm = backend("broadcast")
+    _check_rank(src, comm, "broadcast", "src")
+    a = _array(tensor, "broadcast")
+    return _finish(_staged(comm, [a], lambda x: comm.broadcast(x, src)), async_op)
+
+
+def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None,
+                           async_op: bool = False):
+    """`output_tensor` (world_size times `input_tensor`'s elements: concatenated along dim 0 or
+    stacked) gets every rank's input, in rank order."""
+    check_group(group, "all_gather_into_tensor")
+    comm = backend("all_gather_into_tensor")
+    _check_sizes("all_gather_into_tensor", output_tensor, input_tensor, comm.size)
+    out = _array(output_tensor, "all_gather_into_tensor")
+    inp = _array(input_tensor, "all_gather_into_tensor", written=False)
+    return _finish(_staged(comm, [out, inp], comm.all_gather), async_op)
+
+
+def all_gather(tensor_list: Sequence[Tensor], tensor: Tensor, group=None, async_op: bool = False):
+    """`tensor_list[r]` gets rank r's `tensor` (one list entry per rank, each of its shape)."""
+    check_group(group, "all_gather")
+    comm = backend("all_gather")
+    if len(tensor_list) != comm.size:
+        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a world of "
+                         f"{comm.size} ranks")
+    for t in tensor_list:
+        if tuple(t.shape) != tuple(tensor.shape) or t.dtype != tensor.dtype:
+            raise ValueError(f"all_gather: every output must match the input "
+                             f"({tuple(tensor.shape)}, {tensor.dtype}); got {tuple(t.shape)}, "
+                             f"{t.dtype}")
+    from ..creation import empty
+    flat = empty((comm.size,) + tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
+    work = all_gather_into_tensor(flat, tensor, async_op=True)
+    gathered_then = work._then
+
+    def scatter_into_list():
+        if gathered_then is not None:
+            gathered_then()
+        for t, piece in zip(tensor_list, flat._data):
+            t._data[...] = piece
+            t._version[0] += 1
+    work._then = scatter_into_list
+    return _finish(work, async_op)
+
+
+def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
+                          group=None, async_op: bool = False):
+    """Rank r's `output` gets the reduction of every rank's r-th block of `input` (world_size
+    blocks along dim 0, each `output`'s size)."""
+    check_group(group, "reduce_scatter_tensor")
+    comm = backend("reduce_scatter_tensor")
+    check_reduce_op(op, "reduce_scatter_tensor")
+    _check_sizes("reduce_scatter_tensor", input, output, comm.size)
+    out = _array(output, "reduce_scatter_tensor")
+    inp = _array(input, "reduce_scatter_tensor", written=False)
+    return _finish(_staged(comm, [out, inp], lambda o, i: comm.reduce_scatter(o, i, op)),
+                   async_op)
+
+
+def isend(tensor: Tensor, dst: int, group=None, tag: int = 0) -> Work:
+    check_group(group, "isend")
+    comm = backend("isend")
+    _check_rank(dst, comm, "isend", "dst")
+    a = _array(tensor, "isend", written=False)
+    return _staged(comm, [a], lambda x: comm.send(x, dst, tag))
+
+
+def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> Work:
+    """`result()` of the Work is the sender's rank (useful with `src=None`: any sender)."""
+    check_group(group, "irecv")
+    comm = backend("irecv")
+    if src is not None:
+        _check_rank(src, comm, "irecv", "src")
+    a = _array(tensor, "irecv")
+    return _staged(comm, [a], lambda x: comm.recv(x, src, tag))
+
+
+def send(tensor: Tensor, dst: int, group=None, tag: int = 0) -> None:
+    isend(tensor, dst, group, tag).wait()
+
+
+def recv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> int:
+    """Receive into `tensor`; returns the sender's rank."""
+    return irecv(tensor, src, group, tag).result()
+
+
+def barrier(group=None, async_op: bool = False):
+    check_group(group, "barrier")
+    return _finish(backend("barrier").barrier(), async_op)
+
+
+def _check_rank(rank: int, comm, where: str, name: str) -> None:
+    if not isinstance(rank, int) or not 0 <= rank < comm.size:
+        raise ValueError(f"{where}: {name}={rank!r} is not a rank of this world of {comm.size}")
+    if name == "dst" and rank == comm.rank:
+        raise ValueError(f"{where}: a rank cannot send to itself (dst={rank})")
+
+
+def _check_sizes(where: str, big: Tensor, small: Tensor, size: int) -> None:
+    if big.numel() != small.numel() * size or big.dtype != small.dtype:
+        raise ValueError(f"{where}: the larger tensor must hold world_size ({size}) times the "
+                         f"smaller one's elements, of one dtype; got {tuple(big.shape)} "
+                         f"{big.dtype} and {tuple(small.shape)} {small.dtype}")
+
+
+__all__ = ["all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+           "reduce_scatter_tensor", "send", "recv", "isend", "irecv", "barrier"]

@@ -1,0 +1,125 @@
+"""The process group: which communicator collectives use, this process's rank and the world size.
+
+There is one group, the world, as MPI's launcher starts it (`mpiexec -n 4 python train.py`): rank
+and size come from the launcher. On initialisation an uncaught exception on any rank aborts every
+rank (MPI_Abort), so one failing process ends the job with an error instead of leaving the others
+blocked in a collective forever."""
+from __future__ import annotations
+
+import sys
+import traceback
+
+_backend = None
+_previous_excepthook = None
+
+
+class _World:
+    """`group.WORLD`: the only group; collectives accept it (or None) as `group=`."""
+
+    def __repr__(self) -> str:
+        return "<dualflow.distributed.group.WORLD>"
+
+
+class group:  # noqa: N801  (PyTorch's spelling: dist.group.WORLD)
+    WORLD = _World()
+
+
+def init_process_group(backend: str = "mpi", init_method: str | None = None, timeout=None,
+                       world_size: int = -1, rank: int = -1, **kwargs) -> None:
+    """Join the job the MPI launcher started. `world_size`/`rank`, when given, must match it."""
+    global _backend
+    if _backend is not None:
+        raise RuntimeError("init_process_group: the default process group is already initialized "
+                           "(call destroy_process_group first)")
+    if init_method not in (None, "env://", "mpi://"):
+        raise ValueError(f"init_process_group: init_method {init_method!r} is not supported; "
+                         f"rank and world size come from the MPI launcher (mpiexec)")
+    _backend = _make_backend(backend)
+    for name, given, actual in (("world_size", world_size, _backend.size),
+                                ("rank", rank, _backend.rank)):
+        if given not in (-1, None) and given != actual:
+            chosen, _backend = _backend, None
+            chosen.close()
+            raise ValueError(f"init_process_group: {name}={given}, but the launcher started this "
+                             f"process with {name} {actual}")
+    _install_abort_on_error()
+
+
+def _make_backend(name: str):
+    name = str(name).lower()
+    if name == "mpi":
+        from .mpi_backend import MPIBackend
+        return MPIBackend()
+    if name == "nccl":
+        from .nccl_backend import NCCLBackend
+        return NCCLBackend()
+    raise ValueError(f"init_process_group: unknown backend {name!r}; dualflow has 'mpi' (CPU "
+                     f"and GPU arrays through host memory) and 'nccl' (CuPy on NVIDIA GPUs)")
+
+
+def _abort_on_error(kind, value, tb) -> None:
+    """sys.excepthook while a group is up: report the error, then end every rank."""
+    rank = _backend.rank if _backend is not None else "?"
+    sys.stderr.write(f"[rank {rank}] uncaught exception; aborting all ranks\n")
+    traceback.print_exception(kind, value, tb)
+    sys.stderr.flush()
+    if _backend is not None:
+        _backend.abort(1)
+    _previous_excepthook(kind, value, tb)
+
+
+def _install_abort_on_error() -> None:
+    global _previous_excepthook
+    _previous_excepthook = sys.excepthook
+    sys.excepthook = _abort_on_error
+
+
+def destroy_process_group(group=None) -> None:
+    global _backend
+    check_group(group, "destroy_process_group")
+    if _backend is None:
+        raise RuntimeError("destroy_process_group: no process group is initialized")
+    _backend.close()
+    _backend = None
+    if sys.excepthook is _abort_on_error:
+        sys.excepthook = _previous_excepthook
+
+
+def is_initialized() -> bool:
+    return _backend is not None
+
+
+def is_available() -> bool:
+    """Whether MPI (mpi4py) can be imported, i.e. `init_process_group('mpi')` can work."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def backend(where: str = "distributed"):
+    if _backend is None:
+        raise RuntimeError(f"{where}: the default process group is not initialized; call "
+                           f"dualflow.distributed.init_process_group() first")
+    return _backend
+
+
+def check_group(group, where: str) -> None:
+    if group is not None and not isinstance(group, _World):
+        raise ValueError(f"{where}: only the world group is supported (group=None)")
+
+
+def get_rank(group=None) -> int:
+    check_group(group, "get_rank")
+    return backend("get_rank").rank
+
+
+def get_world_size(group=None) -> int:
+    check_group(group, "get_world_size")
+    return backend("get_world_size").size
+
+
+def get_backend(group=None) -> str:
+    check_group(group, "get_backend")
+    return backend("get_backend").name

@@ -1,0 +1,44 @@
+"""`Work`: the handle an asynchronous collective returns (`async_op=True`), as in PyTorch."""
+from __future__ import annotations
+
+from typing import Callable
+
+
+class Work:
+    """A collective in flight. `wait()` blocks until it is done and the tensor holds the result;
+    `is_completed()` asks without blocking (and, on MPI, drives the operation's progress)."""
+
+    def __init__(self, wait: Callable[[], None], test: Callable[[], bool],
+                 then: Callable[[], object] | None = None):
+        self._wait, self._test, self._then = wait, test, then
+        self._done = False
+        self._result = None
+
+    def wait(self, timeout=None) -> bool:
+        if not self._done:
+            self._wait()
+            self._finish()
+        return True
+
+    def is_completed(self) -> bool:
+        if not self._done and self._test():
+            self._finish()
+        return self._done
+
+    def result(self):
+        """What the collective produced beyond its tensors (`recv`: the sender's rank)."""
+        self.wait()
+        return self._result
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._then is not None:
+            self._result = self._then()
+            self._then = None
+
+
+def completed(result=None) -> Work:
+    """A Work that is already done (a collective with nothing to exchange)."""
+    work = Work(lambda: None, lambda: True)
+    work._done, work._result = True, result
+    return work
