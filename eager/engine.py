@@ -21,7 +21,7 @@ from dualflow.ops.dispatch import state
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 
-from . import anomaly
+from . import anomaly, post_accumulate
 
 
 class InputMeta(TensorType):
@@ -276,10 +276,13 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
     buffers: dict = {}   # node -> list of output grads
     check_anomaly = anomaly.state.enabled  # (read once: per thread, so dearer than a global)
     ready_roots = []
+    hooked = post_accumulate.pending(roots) if accumulate else None
     for t, g in zip(roots, root_grads):
         if t.grad_fn is None:
             if t.requires_grad:
                 _deliver_leaf(t, g, capture, accumulate, create_graph)
+                if hooked is not None:
+                    post_accumulate.edge_done(hooked, t, True)
             continue
         node = t.grad_fn
         buf = buffers.setdefault(node, [None] * len(node.out_refs))
@@ -298,6 +301,8 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             for e in node.edges:
                 if isinstance(e, Node):
                     _release_dependency(e, deps, queue)
+                elif hooked is not None and e is not None:
+                    post_accumulate.edge_done(hooked, e, False)
             continue
         for i, o in enumerate([r() for r in node.out_refs]):
             if grads[i] is None or o is None:
@@ -325,6 +330,8 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             if edge is None or g is None or not in_requires[i]:
                 if isinstance(edge, Node):
                     _release_dependency(edge, deps, queue)
+                elif hooked is not None and edge is not None:
+                    post_accumulate.edge_done(hooked, edge, False)
                 continue
             if g.shape != in_shapes[i]:
                 g = _fit(g, in_shapes[i], node, i)
@@ -337,6 +344,8 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 _release_dependency(edge, deps, queue)
             else:
                 _deliver_leaf(edge, g, capture, accumulate, create_graph, fresh)
+                if hooked is not None:
+                    post_accumulate.edge_done(hooked, edge, True)
 
 
 def _release_dependency(edge: Node, deps: dict, queue: list) -> None:

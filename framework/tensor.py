@@ -213,6 +213,11 @@ class Tensor:
                     hooks.remove(hook)
         return _Handle()
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """`hook(leaf)` runs after a backward's last gradient for this leaf is in `.grad`."""
+        from dualflow.eager.post_accumulate import register
+        return register(self, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         from dualflow.eager.engine import backward
         backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
