@@ -5,6 +5,7 @@ from .activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish, Har
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .data_parallel import DataParallel
+from .ddp import DistributedDataParallel
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity
 from .dropout import Dropout, Dropout1d, Dropout2d
