@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 
+import ml_dtypes
 import numpy as np
 
 DTYPES = {"BOOL": np.dtype(np.bool_), "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8),
           "I16": np.dtype(np.int16), "I32": np.dtype(np.int32), "I64": np.dtype(np.int64),
-          "F16": np.dtype(np.float16), "F32": np.dtype(np.float32), "F64": np.dtype(np.float64)}
+          "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16),
+          "F32": np.dtype(np.float32), "F64": np.dtype(np.float64)}
 CODES = {v: k for k, v in DTYPES.items()}
 MAX_HEADER = 100 * 2 ** 20   # the safetensors package's own limit
 

@@ -4,7 +4,8 @@ and layer_norm, batch_norm, group_norm as composites of reductions and arithmeti
 batch_norm in training updates the running statistics in place under `no_grad` with the tensors'
 own `mul_`/`add_`, so graph mode traces them as state updates like any optimizer step.
 float16/bfloat16 inputs are computed on in float32 and rounded back (ops/precision.py), as in
-PyTorch: softmax and log_softmax in their kernels, layer_norm and group_norm as composites.
+PyTorch: softmax and log_softmax in their kernels and VJPs, layer_norm and group_norm as
+composites.
 """
 from __future__ import annotations
 
@@ -80,12 +81,12 @@ def _lower_softmax(op_type: str):
 
 softmax_op = defop(
     "softmax", widened(_softmax_kernel), _softmax_infer,
-    vjp=lambda g, y, x, dim: (mul(y, sub(g, _sum_along(mul(g, y), dim))),),
+    vjp=in_float32(lambda g, y, x, dim: (mul(y, sub(g, _sum_along(mul(g, y), dim))),)),
     saves=(), saves_out=True, onnx=_lower_softmax("Softmax"),
     doc="exp(x - max) / sum: normalised along `dim`, stable for large inputs.")
 log_softmax_op = defop(
     "log_softmax", widened(_log_softmax_kernel), _softmax_infer,
-    vjp=lambda g, y, x, dim: (sub(g, mul(exp(y), _sum_along(g, dim))),),
+    vjp=in_float32(lambda g, y, x, dim: (sub(g, mul(exp(y), _sum_along(g, dim))),)),
     saves=(), saves_out=True, onnx=_lower_softmax("LogSoftmax"),
     doc="x - logsumexp(x): log-probabilities along `dim`, stable for large inputs.")
 
