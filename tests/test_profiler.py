@@ -15,24 +15,11 @@ from dualflow.eager import engine
 from dualflow.graph.executable import Executable
 from dualflow.ops import dispatch
 from dualflow.profiler import ProfilerAction, profile, record_function, schedule
+from tests.graph.test_nn_graph import Infer, _mlp
 
 
 def _names(prof, cat=None) -> list:
     return [e.name for e in prof.events() if cat is None or e.cat == cat]
-
-
-def _mlp():
-    flow.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-
-
-class Infer(nn.Graph):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def build(self, x):
-        return self.model(x)
 
 
 # ---- eager ops and backward nodes --------------------------------------------------------------
@@ -195,7 +182,7 @@ def test_compiled_graph_nodes_are_timed_in_its_range():
     assert all(call.start <= e.start and e.end <= call.end for e in nodes)
     assert [(e.args["scope"], e.args["source"]) for e in nodes] == [(n.scope, n.source)
                                                                     for n in ir.nodes]
-    assert nodes[-1].args["scope"] == "model.2" and "test_profiler.py:" in nodes[-1].args["source"]
+    assert nodes[-1].args["scope"] == "model.2" and "test_nn_graph.py:" in nodes[-1].args["source"]
     assert [e.name.split("[")[0] for e in nodes] == [n.op.name for n in ir.nodes]
     assert "_now" not in g.code   # the variant in use normally is not instrumented
 

@@ -12,6 +12,7 @@ from dualflow import nn  # noqa: E402
 from dualflow.utils.tensorboard import SummaryWriter  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2  # noqa: E402
+from tests.graph.test_nn_graph import Train, _mlp  # noqa: E402
 
 
 def _read(path) -> EventAccumulator:
@@ -174,21 +175,8 @@ def test_add_graph_of_a_module_has_module_scopes(tmp_path):
 
 
 def test_add_graph_of_a_training_nn_graph_draws_its_compiled_ir(tmp_path):
-    flow.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-    opt = flow.optim.SGD(model.parameters(), lr=0.1)
-
-    class Train(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, x, y):
-            loss = nn.functional.cross_entropy(self.model(x), y)
-            loss.backward()
-            return loss
-    g = Train()
+    model = _mlp()
+    g = Train(model, flow.optim.SGD(model.parameters(), lr=0.1))
     x, y = flow.randn(5, 4), flow.randint(0, 3, (5,))
     with SummaryWriter(tmp_path) as w:
         with pytest.raises(ValueError, match="after its first call"):
