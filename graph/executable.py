@@ -6,9 +6,8 @@ import numpy as np
 from dualflow.ops.dispatch import error_type
 from dualflow.profiler import recorder
 
-from . import codegen
+from . import codegen, memory
 from .ir import Graph
-from . import memory
 from .memory import MemoryPlan
 
 
