@@ -59,13 +59,13 @@ def _make_backend(name: str):
 
 def _abort_on_error(kind, value, tb) -> None:
     """sys.excepthook while a group is up: report the error, then end every rank."""
-    rank = _backend.rank if _backend is not None else "?"
-    sys.stderr.write(f"[rank {rank}] uncaught exception; aborting all ranks\n")
+    if _backend is None:
+        _previous_excepthook(kind, value, tb)
+        return
+    sys.stderr.write(f"[rank {_backend.rank}] uncaught exception; aborting all ranks\n")
     traceback.print_exception(kind, value, tb)
     sys.stderr.flush()
-    if _backend is not None:
-        _backend.abort(1)
-    _previous_excepthook(kind, value, tb)
+    _backend.abort(1)
 
 
 def _install_abort_on_error() -> None:

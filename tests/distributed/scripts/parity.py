@@ -1,0 +1,88 @@
+"""Run under `mpiexec -n N`: 20 data-parallel SGD/Adam steps on slices of one global batch must
+give the parameters single-process training gives on the whole batch.
+
+    python parity.py DTYPE MODE      # DTYPE float32|float64; MODE ddp|no_sync|zero
+Prints `max relative difference <x>` on rank 0; exits 1 on a mismatch beyond the bar."""
+import sys
+
+import numpy as np
+
+import dualflow as flow
+import dualflow.distributed as dist
+from dualflow import nn
+
+
+STEPS, BATCH = 20, 16
+BAR = {"float32": 1e-6, "float64": 1e-12}
+
+
+def make_model(seed: int, dtype):
+    flow.manual_seed(seed)
+    return nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(),
+                         nn.Linear(8, 3)).to(dtype)
+
+
+def batches(dtype):
+    rng = np.random.default_rng(7)
+    for _ in range(STEPS):
+        yield (flow.tensor(rng.standard_normal((BATCH, 5)), dtype=dtype),
+               flow.tensor(rng.standard_normal((BATCH, 3)), dtype=dtype))
+
+
+def step(model, opt, x, y, micro: int = 1, sync=None):
+    """One optimizer step; the batch in `micro` pieces whose gradients accumulate."""
+    opt.zero_grad()
+    for i, (xs, ys) in enumerate(zip(x.chunk(micro), y.chunk(micro))):
+        last = i == micro - 1
+        with (sync() if sync is not None and not last else _nothing()):
+            (nn.functional.mse_loss(model(xs), ys) / micro).backward()
+    opt.step()
+
+
+def relative_difference(p, q) -> float:
+    """The largest element difference, relative to the reference tensor's largest element."""
+    p, q = p.detach().numpy(), q.detach().numpy()
+    return float(np.max(np.abs(p - q)) / np.max(np.abs(q)))
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def main():
+    dtype_name, mode = sys.argv[1], sys.argv[2]
+    dtype = getattr(flow, dtype_name)
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    reference = make_model(0, dtype)
+    ref_opt = (flow.optim.Adam(reference.parameters(), lr=0.01) if mode == "zero"
+               else flow.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9,
+                                   weight_decay=1e-3))
+    local = make_model(0 if rank == 0 else 100 + rank, dtype)   # rank 0's weights must win
+    ddp = nn.parallel.DistributedDataParallel(local, bucket_cap_mb=0.0002)   # several buckets
+    if mode == "zero":
+        opt = dist.optim.ZeroRedundancyOptimizer(ddp.parameters(), flow.optim.Adam, lr=0.01)
+    else:
+        opt = flow.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    micro = 2 if mode == "no_sync" else 1
+    per_rank = BATCH // size
+    for x, y in batches(dtype):
+        step(reference, ref_opt, x, y, micro)
+        mine = slice(rank * per_rank, (rank + 1) * per_rank)
+        step(ddp, opt, x[mine], y[mine], micro, ddp.no_sync if micro > 1 else None)
+    worst = max(relative_difference(p, q) for p, q in zip(local.parameters(),
+                                                          reference.parameters()))
+    moved = max(float(np.max(np.abs(q.detach().numpy() - p0.detach().numpy())))
+                for q, p0 in zip(reference.parameters(), make_model(0, dtype).parameters()))
+    if rank == 0:
+        print(f"max relative difference {worst:.3e} (parameters moved by {moved:.3f})")
+    dist.destroy_process_group()
+    sys.exit(0 if worst <= BAR[dtype_name] and moved > 1e-3 else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Data-parallel training under the real MPI launcher: the same numbers on N processes as on one.
+Each script checks itself against a single-process reference and exits non-zero otherwise."""
+import pytest
+
+from .launcher import run_mpi
+
+slow = pytest.mark.slow
+
+
+def assert_ok(n, script, *args):
+    code, out, _ = run_mpi(n, script, *args)
+    assert code == 0, f"mpiexec -n {n} {script} {' '.join(args)} failed ({code}):\n{out}"
+    return out
+
+
+@pytest.mark.parametrize("n", [2, pytest.param(3, marks=slow), pytest.param(4, marks=slow)])
+def test_collectives_give_numpy_values(n):
+    assert "collectives ok" in assert_ok(n, "collectives.py")
+
+
+@pytest.mark.parametrize("dtype,mode", [("float64", "ddp"), ("float32", "ddp"),
+                                        ("float64", "no_sync"), ("float32", "zero")])
+def test_20_steps_equal_single_process_training_on_2_ranks(dtype, mode):
+    assert "max relative difference" in assert_ok(2, "parity.py", dtype, mode)
+
+
+@pytest.mark.parametrize("dtype,mode", [(d, m) for d in ("float64", "float32")
+                                        for m in ("ddp", "no_sync", "zero")])
+@slow
+def test_20_steps_equal_single_process_training_on_4_ranks(dtype, mode):
+    assert_ok(4, "parity.py", dtype, mode)
+
+
+@pytest.mark.parametrize("mode", ["plain", "zero"])
+def test_resuming_from_a_rank0_checkpoint_continues_identically(tmp_path, mode):
+    assert "resumed identically" in assert_ok(2, "resume.py", str(tmp_path), mode)
+
+
+def test_find_unused_parameters():
+    assert "unused parameters ok" in assert_ok(2, "unused.py")
+
+
+@pytest.mark.parametrize("how", ["raise", "exit"])
+def test_a_failing_rank_ends_every_rank_with_an_error(how):
+    code, out, seconds = run_mpi(2, "rank_fails.py", how, timeout=60)
+    assert code != 0, out
+    assert seconds < 30, f"the job took {seconds:.0f} s to end"
+    if how == "raise":
+        assert "rank 1 fails on purpose" in out and "aborting all ranks" in out
