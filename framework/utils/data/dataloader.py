@@ -83,7 +83,7 @@ class DataLoader:
         if self._iterator is None or self._iterator.stopped:     # first pass, or after an error
             self._iterator = MultiProcessIterator(self)
         else:
-            self._iterator._reset(self)
+            self._iterator.new_pass()
         return self._iterator
 
     def _iter_stream(self) -> Iterator:

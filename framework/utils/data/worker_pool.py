@@ -70,7 +70,7 @@ class MultiProcessIterator:
                            loader.drop_last, loader.collate_fn)
         self._start_workers(resolve_context(loader.multiprocessing_context), base_seed, fetcher,
                             loader.worker_init_fn)
-        self._reset(loader)
+        self.new_pass()
 
     # ---- workers -----------------------------------------------------------------------------
     def _start_workers(self, ctx, base_seed: int, fetcher: _Fetcher, worker_init_fn) -> None:
@@ -98,7 +98,7 @@ class MultiProcessIterator:
         """True once the workers are gone (the pass ended, or an error stopped them)."""
         return self._shut
 
-    def _reset(self, loader) -> None:
+    def new_pass(self) -> None:
         """Start a new pass: a fresh pass of the sampler, new requests, replies in order."""
         self._epoch += 1
         for _, reply in getattr(self, "_waiting", {}).values():    # a pass left unfinished
@@ -107,7 +107,7 @@ class MultiProcessIterator:
         self._sent = self._received = 0
         self._next_worker = itertools.cycle(range(self._num_workers))
         self._active = [True] * self._num_workers
-        self._waiting: dict[int, object] = {}
+        self._waiting: dict[int, tuple] = {}    # request number -> (worker id, reply)
         if self._iterable and self._epoch > 1:
             for q in self._index_queues:
                 q.put(("reset", self._epoch))
