@@ -47,3 +47,12 @@ def test_a_failing_rank_ends_every_rank_with_an_error(how):
     assert seconds < 30, f"the job took {seconds:.0f} s to end"
     if how == "raise":
         assert "rank 1 fails on purpose" in out and "aborting all ranks" in out
+
+
+@slow
+def test_the_ddp_digits_example_trains(tmp_path):
+    from pathlib import Path
+    example = Path(__file__).parents[2] / "examples" / "train_digits_ddp.py"
+    out = assert_ok(2, str(example), "--epochs", "2", "--out", str(tmp_path))
+    accuracy = float(out.split("test accuracy ")[1].split()[0])
+    assert accuracy > 0.9, out
