@@ -48,6 +48,7 @@ NAMESPACES = [
     ("`torch.utils.data`", torch.utils.data, flow.utils.data, _anything),
     ("`torch.cuda` functions", torch.cuda, flow.cuda, _is_function),
     ("`torch.autograd`", torch.autograd, flow.autograd, _anything),
+    ("`torch.amp`", torch.amp, flow.amp, _anything),
 ]
 
 DIFFERENCES = """\
@@ -99,14 +100,34 @@ Porting API (this page's tests: `tests/test_tensor_api.py`, `tests/test_namespac
   `OrderedDict`, `Counter`, sets and bytes, and refuses every other global by name, so pickled
   code never runs (`weights_only` changes nothing). Tensors sharing a storage share memory, and
   strides are kept (expanded tensors are copied). Parameters come back as tensors with
-  `requires_grad=True` (`nn.Parameter` is not in `framework/`); bfloat16 is widened to float32
-  exactly (there is no bfloat16 dtype; reading it needs `ml_dtypes`); complex storages are
-  refused. The pre-1.6 format, TorchScript archives, whole pickled Modules and a callable
-  `map_location` are not supported.
+  `requires_grad=True` (`nn.Parameter` is not in `framework/`); bfloat16 stays bfloat16;
+  complex storages are refused. The pre-1.6 format, TorchScript archives, whole pickled Modules
+  and a callable `map_location` are not supported.
 * **`flow.save`** writes dualflow's own format (safetensors with a JSON structure and a SHA-256
   digest), not PyTorch's: `torch.load` cannot read it (the `safetensors` package reads its
   tensors). Saving a whole Module (or optimizer) is refused with a message to save its
   `state_dict()`.
+
+Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_low_precision.py`):
+
+* **bfloat16** is `ml_dtypes`' NumPy dtype on the CPU (elementwise ops run through its ufunc
+  loops, matmul and convolution accumulate in float32). Promotion is PyTorch's (bfloat16 with
+  float16 is float32). CuPy has no bfloat16 arrays, so bfloat16 tensors are CPU-only.
+* **float16/bfloat16 reductions and normalisations** (sum, mean, var, std, norm, logsumexp,
+  softmax, log_softmax, layer_norm, group_norm, gelu, scaled_dot_product_attention) compute in
+  float32 and round the result to the input's dtype, as PyTorch does; results can differ from
+  PyTorch's in the last bit, where PyTorch rounds intermediates differently.
+* **`flow.autocast(device_type, dtype)`** casts the float inputs of matmul, conv2d,
+  conv_transpose2d and einsum to the low dtype (their results stay in it, as in PyTorch) and
+  gives softmax, log_softmax, logsumexp, vector norms and the cross-entropy losses float32
+  inputs (PyTorch's CUDA "float32" list; its CPU list differs). `nn.Linear` and `nn.Conv2d` are
+  composites here, so their float32 bias promotes the layer's output back to float32 where
+  PyTorch returns the low dtype. Cast weights are not cached across calls. It is one op table
+  with nn.Graph's `config.enable_amp` (`dualflow/amp/policy.py`), whose pass also casts results
+  back to float32.
+* **`flow.amp.GradScaler`** follows `torch.amp.GradScaler` (scale, unscale_, step, update,
+  get/set of the factors, state_dict); the scale is a Python float (PyTorch keeps a tensor), and
+  `device` is accepted and unused.
 """
 
 
@@ -128,9 +149,9 @@ def main() -> None:
     print("## Missing names\n")
     print("Everything PyTorch has in these namespaces that dualflow lacks (many `torch` "
           "functions are kernels PyTorch exposes for its own use). Also missing as whole "
-          "features: complex and bfloat16 dtypes, sparse and quantized tensors, "
+          "features: complex dtypes, sparse and quantized tensors, "
           "`torch.distributed` and `DistributedDataParallel`, `torch.jit`, `torch.fx`, MPS/XPU "
-          "devices, `torch.amp.autocast` outside nn.Graph.\n")
+          "devices.\n")
     for title, names, have in rows:
         missing = sorted(set(names) - set(have))
         print(f"**{title}** ({len(missing)}): " + (", ".join(f"`{n}`" for n in missing)

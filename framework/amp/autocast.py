@@ -38,6 +38,11 @@ def autocast_state() -> tuple:
     return tuple(sorted((device, d.name) for device, d in _state.dtypes.items()))
 
 
+def is_autocast_available(device_type: str) -> bool:
+    """Whether `autocast(device_type)` is supported: on the CPU and CUDA devices."""
+    return device_type in ("cpu", "cuda")
+
+
 def is_autocast_enabled(device_type: str = "cuda") -> bool:
     return device_type in _state.dtypes
 
@@ -75,7 +80,7 @@ class autocast:  # noqa: N801 - PyTorch's name
 
     def __init__(self, device_type: str, dtype=None, enabled: bool = True,
                  cache_enabled: bool | None = None):
-        if device_type not in ("cpu", "cuda"):
+        if not is_autocast_available(device_type):
             raise ValueError(f"autocast: device_type must be 'cpu' or 'cuda', got "
                              f"{device_type!r}")
         self.device_type, self.enabled = device_type, bool(enabled)
