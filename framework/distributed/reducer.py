@@ -56,8 +56,10 @@ class Reducer:
         for b in self.buckets:
             for i, p in enumerate(b.params):
                 self.where[id(p)] = (b, i, index[id(p)])
-        self.hooks = [p.register_post_accumulate_grad_hook(self._ready) for p in params]
+        self.hooks = [p.register_post_accumulate_grad_hook(self._hook) for p in params]
         self.active = False        # a synchronising backward is expected (after a forward)
+        self.from_backward = False   # a gradient hook has fired since the forward
+        self.ready: set = set()    # ids of the parameters marked ready in this iteration
         self.next_bucket = 0
         self.used_map = None       # find_unused_parameters: which parameters any rank used
         self.used_work = None
@@ -66,15 +68,16 @@ class Reducer:
     def prepare(self, outputs) -> None:
         """Arm for the backward of `outputs`; with find_unused_parameters, parameters the
         outputs do not depend on count as ready now (their bucket may then start sooner)."""
-        if self.active and self.next_bucket < len(self.buckets):
+        if self.active and self.from_backward:
             raise RuntimeError(
                 "DistributedDataParallel: the previous iteration did not finish reducing "
                 "gradients: some parameters received no gradient in backward. Pass "
                 "find_unused_parameters=True, or make every parameter take part in the loss "
                 f"(waiting for: {self._waiting_names()})")
+        self._drain()
         for b in self.buckets:
             b.pending, b.work = len(b.params), None
-        self.next_bucket, self.active = 0, True
+        self.next_bucket, self.active, self.from_backward, self.ready = 0, True, False, set()
         if self.find_unused:
             used = _reachable_leaves(outputs)
             local = np.array([id(p) in used for p in self.params], dtype=np.uint8)
@@ -82,16 +85,34 @@ class Reducer:
             self.used_work = all_reduce(self.used_map, ReduceOp.MAX, async_op=True)
             for p, is_used in zip(self.params, local):
                 if not is_used:
-                    self._ready(p)
+                    self._mark(p)
 
     def disarm(self) -> None:
         """no_sync(), or a forward without grad: the next backward only accumulates locally."""
+        self._drain()
         self.active = False
 
+    def _drain(self) -> None:
+        """Complete what a forward without a backward left in flight (find_unused's map, a
+        bucket of unused parameters): MPI requests must all be completed."""
+        for work in [b.work for b in self.buckets] + [self.used_work]:
+            if work is not None:
+                work.wait()
+
     # -- backward side --------------------------------------------------------------------------
-    def _ready(self, p: Tensor) -> None:
-        if not self.active:
-            return
+    def _hook(self, p: Tensor) -> None:
+        if self.active:
+            self.from_backward = True
+            self._mark(p)
+
+    def _mark(self, p: Tensor) -> None:
+        if id(p) in self.ready:
+            raise RuntimeError(
+                f"DistributedDataParallel: parameter {self.where[id(p)][2]} of shape "
+                f"{tuple(p.shape)} was marked ready twice in one iteration (a second backward "
+                f"through the same forward, or, with find_unused_parameters, a gradient for a "
+                f"parameter the forward's outputs do not use)")
+        self.ready.add(id(p))
         bucket, i, _ = self.where[id(p)]
         slot = bucket.slot(i)
         if p.grad is None:

@@ -39,6 +39,9 @@ def main():
     np.testing.assert_allclose(net.extra.weight.grad.numpy(), box[0] / 2, rtol=1e-12)
     assert net.never.weight.grad is None, "a parameter no rank used got a gradient"
     strict = nn.parallel.DistributedDataParallel(Branchy())
+    strict(flow.ones(2, 3), use_extra=True)   # forwards without a backward are fine
+    ddp(x, use_extra=True)
+    ddp(x, use_extra=False)
     strict(flow.ones(2, 3), use_extra=True).sum().backward()
     try:
         strict(flow.ones(2, 3), use_extra=True)
