@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import dualflow as flow
+from dualflow.ops.opdef import REGISTRY, TensorType, infer_type
+from tests.ops.test_registry import CASES
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -54,6 +56,21 @@ def test_unary_ops_keep_bfloat16_and_round_float32_results(name):
     want = getattr(flow.tensor(a.astype(np.float32)), name)().numpy().astype(BF16)
     assert got.dtype is flow.bfloat16
     np.testing.assert_allclose(got.float().numpy(), want.astype(np.float32), rtol=2 ** -7)
+
+
+@pytest.mark.parametrize("name,sample", CASES)
+def test_every_registry_op_gives_the_dtype_its_rule_says(name, sample):
+    """Each sample with bfloat16 floats: the kernel runs (ml_dtypes' loops, or float32 and
+    rounded back) and returns what the op's shape/dtype rule promises."""
+    arrays = tuple(a.astype(BF16) if a.dtype.kind == "f" else a for a in sample.inputs)
+    ts = [flow.tensor(a) for a in arrays]
+    op = REGISTRY[name]
+    out = op(*ts, **sample.attrs)
+    outs = out if isinstance(out, tuple) else (out,)
+    rule = infer_type(op, tuple(TensorType(t.shape, t.dtype, t.device) for t in ts),
+                      sample.attrs)
+    for o, t in zip(outs, rule if isinstance(rule, tuple) else (rule,)):
+        assert o.numpy().dtype == t.dtype.np and tuple(o.shape) == tuple(t.shape)
 
 
 def test_matmul_conv_and_their_gradients_in_bfloat16_match_pytorch():

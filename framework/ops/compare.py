@@ -131,8 +131,13 @@ def _clamp_vjp(g, out, x, min=None, max=None):  # noqa: A002 - PyTorch's argumen
     return (where(inside, g, 0),)
 
 
+def _clamp_kernel(xp, x, min=None, max=None, out=None):
+    r = xp.clip(x, min, max, out=out)   # ml_dtypes' bfloat16 clip returns float32
+    return r.astype(x.dtype) if x.dtype == dt.bfloat16.np and r.dtype != x.dtype else r
+
+
 clamp_op = defop(
-    "clamp", lambda xp, x, min=None, max=None, out=None: xp.clip(x, min, max, out=out),
+    "clamp", _clamp_kernel,
     rules.same, vjp=_clamp_vjp, saves=(0,), elementwise=True, out_arg=True, onnx=_lower_clamp,
     doc="Clamp to scalar bounds (attrs); past min > max everything becomes max, as in PyTorch.")
 clamp_min = defop(

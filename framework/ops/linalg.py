@@ -14,6 +14,7 @@ from .arith import _grad_if, add, mul
 from .core import broadcast_to
 from .dispatch import OpError
 from .opdef import TensorType, defop
+from .precision import widened
 from .rules import ShapeError, broadcast_shapes
 from .shape import reshape, transpose
 
@@ -203,6 +204,7 @@ def parse_einsum(equation: str, ndims: tuple) -> str:
         rhs.replace("...", "")) + n_ell)
 
 
+@widened   # NumPy's einsum has no bfloat16 loops; PyTorch accumulates in float32 as well
 def _einsum_kernel(xp, *arrays, equation):
     return xp.einsum(equation, *arrays, optimize=len(arrays) > 1)
 

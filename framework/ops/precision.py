@@ -6,7 +6,7 @@ back to the input's dtype. Two tools do the same here, in one place each:
 
 * `widened(kernel)` wraps a primitive's kernel: float16/bfloat16 arrays are computed on as
   float32 and the floating results cast back (mean, var, std, logsumexp, vector_norm, softmax,
-  log_softmax, gelu). Compiled graphs call the same wrapped kernel, so both modes agree. Plain
+  log_softmax, gelu, einsum). Compiled graphs call the same wrapped kernel, so both modes agree. Plain
   sums widen in their plan instead (ops/sums.py), because compiled graphs bind that plan.
 * `in_float32(fn)` wraps a composite (layer_norm, normalize, attention): its low-precision
   tensor arguments become float32 with the `cast` op (so gradients flow back in the input's
@@ -25,12 +25,14 @@ LOW_NP = frozenset(d.np for d in dt.LOW_PRECISION)
 
 
 def widened(kernel):
-    """`kernel(xp, x, **attrs)` run on float32 when x is float16/bfloat16, results cast back."""
+    """`kernel(xp, x, *arrays, **attrs)` run on float32 copies of its float16/bfloat16 arrays
+    when x is one, results cast back to x's dtype."""
     @functools.wraps(kernel)
     def wide(xp, x, *rest, **attrs):
         low = x.dtype
         if low not in LOW_NP:
             return kernel(xp, x, *rest, **attrs)
+        rest = tuple(a.astype(np.float32) if a.dtype in LOW_NP else a for a in rest)
         res = kernel(xp, x.astype(np.float32), *rest, **attrs)
         if isinstance(res, tuple):
             return tuple(_narrow(r, low) for r in res)
