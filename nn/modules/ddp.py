@@ -47,6 +47,19 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_reducer",
                            Reducer(params, bucket_cap_mb, find_unused_parameters))
 
+    def __call__(self, *inputs, **kwargs):
+        """Always an eager call: under `set_mode(GRAPH)` the wrapped module's call is the one
+        that compiles (and joins autograd as one node, whose gradients reach the parameters'
+        hooks), while the reducer is armed and buffers broadcast on every call, not once at
+        trace time."""
+        from dualflow.ops.dispatch import state
+        if state.interpreters:
+            raise NotImplementedError(
+                "DistributedDataParallel inside nn.Graph: gradient all-reduces as graph nodes "
+                "are not implemented yet; train the DDP model eagerly or under "
+                "flow.set_mode(flow.GRAPH), where the wrapped module compiles")
+        return self._call_impl(*inputs, **kwargs)
+
     def forward(self, *inputs, **kwargs):
         from dualflow import distributed as dist
         from dualflow.eager.grad_mode import is_grad_enabled

@@ -31,6 +31,13 @@ def test_20_steps_equal_single_process_training_on_4_ranks(dtype, mode):
     assert_ok(4, "parity.py", dtype, mode)
 
 
+@pytest.mark.parametrize("dtype,mode", [("float32", "ddp"),
+                                        pytest.param("float64", "zero", marks=slow),
+                                        pytest.param("float64", "no_sync", marks=slow)])
+def test_under_set_mode_graph_the_wrapped_module_compiles_and_agrees(dtype, mode):
+    assert_ok(2, "parity.py", dtype, mode, "GRAPH")
+
+
 @pytest.mark.parametrize("mode", ["plain", "zero"])
 def test_resuming_from_a_rank0_checkpoint_continues_identically(tmp_path, mode):
     assert "resumed identically" in assert_ok(2, "resume.py", str(tmp_path), mode)

@@ -1,7 +1,8 @@
 """Run under `mpiexec -n N`: 20 data-parallel SGD/Adam steps on slices of one global batch must
 give the parameters single-process training gives on the whole batch.
 
-    python parity.py DTYPE MODE      # DTYPE float32|float64; MODE ddp|no_sync|zero
+    python parity.py DTYPE MODE [GRAPH]   # DTYPE float32|float64; MODE ddp|no_sync|zero;
+                                          # GRAPH: the DDP replicas run under set_mode(GRAPH)
 Prints `max relative difference <x>` on rank 0; exits 1 on a mismatch beyond the bar."""
 import sys
 
@@ -69,11 +70,16 @@ def main():
     else:
         opt = flow.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
     micro = 2 if mode == "no_sync" else 1
+    if sys.argv[3:] == ["GRAPH"]:
+        flow.set_mode(flow.GRAPH)   # the reference below runs eagerly (flow.mode context)
     per_rank = BATCH // size
     for x, y in batches(dtype):
-        step(reference, ref_opt, x, y, micro)
+        with flow.mode(flow.EAGER):
+            step(reference, ref_opt, x, y, micro)
         mine = slice(rank * per_rank, (rank + 1) * per_rank)
         step(ddp, opt, x[mine], y[mine], micro, ddp.no_sync if micro > 1 else None)
+    if sys.argv[3:] == ["GRAPH"] and not local.__dict__.get("_graph_cache"):
+        raise AssertionError("the wrapped module did not compile under set_mode(GRAPH)")
     worst = max(relative_difference(p, q) for p, q in zip(local.parameters(),
                                                           reference.parameters()))
     moved = max(float(np.max(np.abs(q.detach().numpy() - p0.detach().numpy())))
