@@ -28,6 +28,18 @@ def graph_mode():
         flow.set_mode(flow.EAGER)
 
 
+def _calls(model) -> nn.Graph:
+    """An nn.Graph whose build is a call of `model`."""
+    class Calls(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, *args):
+            return self.model(*args)
+    return Calls()
+
+
 def _grads(model) -> dict:
     return {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -124,15 +136,7 @@ def test_hidden_state_carried_between_nn_graph_calls_is_not_frozen():
     flow.manual_seed(2)
     model = LSTMLM()
 
-    class Step(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def build(self, x, hidden):
-            return self.model(x, hidden)
-
-    step = Step()
+    step = _calls(model)
     xs = [flow.randn(5, 2, 3) for _ in range(3)]
     hidden, state = _hidden("tuple", 0), _hidden("tuple", 0)
     for x in xs:
@@ -197,16 +201,8 @@ def test_a_mask_cached_inside_an_nn_graph_and_an_export_is_written_back_or_resto
     flow.manual_seed(7)
     model = CachedMask()
 
-    class Infer(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def build(self, x):
-            return self.model(x)
-
     x = flow.randn(2, 3, 4)
-    np.testing.assert_array_equal(Infer()(x).numpy(), model(x).detach().numpy())
+    np.testing.assert_array_equal(_calls(model)(x).numpy(), model(x).detach().numpy())
     assert type(model.src_mask) is flow.Tensor
     other = CachedMask()
     flow.export.to_onnx(other, (x,))
@@ -433,15 +429,7 @@ class AddsInPlace(nn.Module):
 def test_inputs_changed_in_place_are_changed_for_the_caller_too():
     model = AddsInPlace()
 
-    class Call(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def build(self, x, extra):
-            return self.model(x, extra)
-
-    step = Call()
+    step = _calls(model)
     for run in (lambda x, e: model(x, e), step):
         with flow.no_grad(), flow.mode(flow.GRAPH if run is not step else flow.EAGER):
             x, extra = flow.zeros(2, 3), [flow.ones(2, 2)]
