@@ -259,3 +259,29 @@ def test_training_with_autocast_and_grad_scaler_follows_pytorch():
             log.append(float(loss.item()))
     np.testing.assert_allclose(ours, theirs, rtol=3e-2)
     assert ours[-1] < ours[0] * 0.8 and scaler.get_scale() == ref_scaler.get_scale()
+
+
+def test_nn_graph_amp_trains_in_bfloat16():
+    """`config.enable_amp(dtype=bfloat16)`: the compiled step's matmuls run in bfloat16 (the
+    losses leave float32's), and training follows float32's to bfloat16's precision."""
+    x, y = _batch(4)
+
+    class Step(nn.Graph):
+        def __init__(self, model, amp):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.2))
+            if amp:
+                self.config.enable_amp(dtype=flow.bfloat16)
+
+        def build(self, a, b):
+            loss = F.cross_entropy(self.model(a), b)
+            loss.backward()
+            return loss
+
+    low, full = Step(_mlp(2), True), Step(_mlp(2), False)
+    assert low.config.grad_scaler is None
+    lows = [low(x, y).item() for _ in range(8)]
+    fulls = [full(x, y).item() for _ in range(8)]
+    assert lows != fulls
+    np.testing.assert_allclose(lows, fulls, rtol=2e-2)
