@@ -40,6 +40,11 @@ def main():
     train(model, opt, range(5))
     dist.save_checkpoint(path, model, opt, step=5)
     train(model, opt, range(5, 10))
+    if mode == "zero":   # each rank holds its shard of Adam's state; together, all of it
+        held = flow.tensor([opt.state_bytes()], dtype=flow.int64)
+        dist.all_reduce(held)
+        whole = sum(2 * p.numel() * 8 + 8 for p in model.parameters())   # exp_avg(_sq), step
+        assert held.item() == whole and opt.state_bytes() < whole, (opt.state_bytes(), whole)
     fresh, fresh_opt = build(mode == "zero")
     extra = dist.load_checkpoint(path, fresh, fresh_opt)
     train(fresh, fresh_opt, range(extra["step"], 10))
