@@ -14,12 +14,15 @@ _hooks: dict[int, tuple] = {}   # id(leaf) -> (weakref to leaf, [hook, ...])
 
 
 class _Handle:
-    def __init__(self, hooks: list, hook):
-        self._hooks, self._hook = hooks, hook
+    def __init__(self, key: int, hooks: list, hook):
+        self._key, self._hooks, self._hook = key, hooks, hook
 
     def remove(self) -> None:
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+        entry = _hooks.get(self._key)
+        if not self._hooks and entry is not None and entry[1] is self._hooks:
+            del _hooks[self._key]   # a leaf without hooks costs the walk nothing again
 
 
 def register(leaf: Tensor, hook: Callable[[Tensor], None]) -> _Handle:
@@ -32,7 +35,7 @@ def register(leaf: Tensor, hook: Callable[[Tensor], None]) -> _Handle:
         _hooks[key] = (weakref.ref(leaf, lambda _, key=key: _hooks.pop(key, None)), [])
     hooks = _hooks[key][1]
     hooks.append(hook)
-    return _Handle(hooks, hook)
+    return _Handle(key, hooks, hook)
 
 
 def pending(roots: list) -> dict | None:

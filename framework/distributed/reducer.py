@@ -8,6 +8,8 @@ in index order on every rank (MPI needs collectives in one order everywhere). Wh
 has started, the reducer waits for all of them and writes the averages back into `.grad`."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..tensor import Tensor
@@ -56,7 +58,8 @@ class Reducer:
         for b in self.buckets:
             for i, p in enumerate(b.params):
                 self.where[id(p)] = (b, i, index[id(p)])
-        self.hooks = [p.register_post_accumulate_grad_hook(self._hook) for p in params]
+        hook = _weak_hook(self)
+        self.hooks = [p.register_post_accumulate_grad_hook(hook) for p in params]
         self.active = False        # a synchronising backward is expected (after a forward)
         self.from_backward = False   # a gradient hook has fired since the forward
         self.ready: set = set()    # ids of the parameters marked ready in this iteration
@@ -151,9 +154,20 @@ class Reducer:
         return ", ".join(f"parameter {self.where[id(p)][2]} of shape {tuple(p.shape)}"
                          for b in self.buckets if b.pending for p in b.params)
 
-    def remove(self) -> None:
+    def __del__(self) -> None:   # the DDP wrapper is gone: its parameters stop calling us
         for h in self.hooks:
             h.remove()
+
+
+def _weak_hook(reducer: Reducer):
+    """The parameters' hook, holding the reducer weakly (parameters outlive their wrapper)."""
+    ref = weakref.ref(reducer)
+
+    def hook(p: Tensor) -> None:
+        alive = ref()
+        if alive is not None:
+            alive._hook(p)
+    return hook
 
 
 def _reachable_leaves(outputs) -> set:

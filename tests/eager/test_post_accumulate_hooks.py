@@ -26,6 +26,8 @@ def test_hook_fires_per_backward_after_accumulation_and_not_for_autograd_grad():
     handle.remove()
     (w * 2).sum().backward()
     assert seen == [2.0, 4.0]
+    from dualflow.eager import post_accumulate
+    assert id(w) not in post_accumulate._hooks   # no hooks left: the walk skips the count
 
 
 def test_hook_does_not_fire_for_a_leaf_that_got_no_gradient():
