@@ -1,10 +1,21 @@
 """Data-parallel training under the real MPI launcher: the same numbers on N processes as on one.
 Each script checks itself against a single-process reference and exits non-zero otherwise."""
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from .launcher import run_mpi
+from .launcher import SCRIPTS, mpiexec, run_mpi
 
 slow = pytest.mark.slow
+
+
+def test_without_a_launcher_the_world_is_one_process():
+    mpiexec()   # skips without mpi4py
+    done = subprocess.run([sys.executable, str(SCRIPTS / "singleton.py")], capture_output=True,
+                          text=True, timeout=60)
+    assert "singleton ok" in done.stdout, done.stdout + done.stderr
 
 
 def assert_ok(n, script, *args):
@@ -43,8 +54,8 @@ def test_resuming_from_a_rank0_checkpoint_continues_identically(tmp_path, mode):
     assert "resumed identically" in assert_ok(2, "resume.py", str(tmp_path), mode)
 
 
-def test_find_unused_parameters():
-    assert "unused parameters ok" in assert_ok(2, "unused.py")
+def test_overlap_find_unused_parameters_and_refusals():
+    assert "ddp behaviour ok" in assert_ok(2, "ddp_behaviour.py")
 
 
 @pytest.mark.parametrize("how", ["raise", "exit"])
@@ -58,7 +69,6 @@ def test_a_failing_rank_ends_every_rank_with_an_error(how):
 
 @slow
 def test_the_ddp_digits_example_trains(tmp_path):
-    from pathlib import Path
     example = Path(__file__).parents[2] / "examples" / "train_digits_ddp.py"
     out = assert_ok(2, str(example), "--epochs", "2", "--out", str(tmp_path))
     accuracy = float(out.split("test accuracy ")[1].split()[0])

@@ -1,6 +1,10 @@
-"""Run under `mpiexec -n 2`: find_unused_parameters. A layer used only on rank 0 gets rank 0's
-gradient averaged over both ranks; a layer no rank uses keeps no gradient; without the flag the
-next forward says which parameters got none."""
+"""Run under `mpiexec -n 2`: DDP behaviours beyond the numbers.
+
+* Overlap: the last layer's bucket is all-reduced before backward reaches the first layer.
+* find_unused_parameters: a layer used only on rank 0 gets rank 0's gradient averaged over both
+  ranks; a layer no rank uses keeps no gradient; without the flag the next forward says which
+  parameters got none; forwards without a backward are fine.
+* DDP inside nn.Graph is refused."""
 import sys
 
 import numpy as np
@@ -20,9 +24,19 @@ class Branchy(nn.Module):
         return self.extra(y) if use_extra else y
 
 
+def check_overlap():
+    net = nn.Sequential(nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2))
+    ddp = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.01)   # a bucket per layer
+    started = []
+    net[0].weight.register_hook(lambda g: started.append(ddp._reducer.next_bucket))
+    ddp(flow.ones(4, 3)).sum().backward()
+    assert len(ddp._reducer.buckets) >= 3 and started[0] >= 1, (started, ddp._reducer.buckets)
+
+
 def main():
     dist.init_process_group("mpi")
     r = dist.get_rank()
+    check_overlap()
     flow.manual_seed(0)
     net = Branchy().to(flow.float64)
     ddp = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True)
@@ -64,7 +78,7 @@ def main():
     else:
         raise AssertionError("DDP inside nn.Graph was not refused")
     if r == 0:
-        print("unused parameters ok")
+        print("ddp behaviour ok")
     dist.destroy_process_group()
     sys.exit(0)
 
