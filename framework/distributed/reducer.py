@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from ..device import xp_of
 from ..tensor import Tensor
 from .collectives import all_reduce
 from .reduce_op import ReduceOp
@@ -48,7 +49,6 @@ def assign_buckets(params: list, cap_bytes: int) -> list[list]:
 
 class Reducer:
     def __init__(self, params: list, bucket_cap_mb: float, find_unused_parameters: bool):
-        from ..device import xp_of
         self.params = params
         self.find_unused = find_unused_parameters
         self.buckets = [_Bucket(ps, xp_of(ps[0]._data))

@@ -6,7 +6,8 @@ start equal. Each backward then averages the gradients over the ranks, bucket by
 backward is still running (`distributed/reducer.py`), so every replica takes the same optimizer
 step. As in PyTorch: `no_sync()` skips the averaging (gradient accumulation), buffers are
 broadcast from rank 0 before each forward (`broadcast_buffers`), and state-dict keys carry the
-`module.` prefix."""
+`module.` prefix. `device_ids`, `output_device`, `gradient_as_bucket_view` and `static_graph`
+are accepted so PyTorch scripts run, and change nothing here (one device per process)."""
 from __future__ import annotations
 
 import contextlib
