@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dualflow.amp import autocast_state
 from dualflow.mode import GRAPH, mode
 from dualflow.ops import dispatch
 from dualflow.ops.layout import strides_of
@@ -17,13 +18,14 @@ from .tracer import TracedTensor, Tracer
 def signature(leaves: list, extra=()) -> tuple:
     """What a compiled graph depends on besides tensor values: each tensor leaf's type (read off
     the arrays themselves: shape, NumPy dtype, array type; the device only for non-NumPy
-    arrays), `extra` (the arguments' structure, flags) and grad mode. Runs on every call."""
+    arrays), `extra` (the arguments' structure, flags), grad mode and the autocast state (a
+    call compiled inside `flow.autocast` must not replay outside it). Runs on every call."""
     key = []
     for a in leaves:
         d = a._data
         where = None if type(d) is np.ndarray else str(a.device)
         key.append((d.shape, d.strides, d.dtype, where, a.requires_grad))
-    return tuple(key) + tuple(extra) + (dispatch.state.grad_enabled,)
+    return tuple(key) + tuple(extra) + (dispatch.state.grad_enabled, autocast_state())
 
 
 def scope_names(roots: dict) -> tuple[dict, dict]:

@@ -148,8 +148,6 @@ def test_graph_mode_call_under_autocast_matches_eager_bit_for_bit():
         np.testing.assert_array_equal(g, e)
 
 
-@pytest.mark.xfail(strict=True, reason="graph/module_call.py's cache key does not include "
-                   "flow.amp.autocast_state() yet (owned by the lead engineer)")
 def test_graph_mode_call_recompiles_when_autocast_changes():
     model, (x, _) = _mlp(), _batch()
     with flow.mode(flow.GRAPH):

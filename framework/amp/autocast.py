@@ -35,6 +35,8 @@ def autocast_state() -> tuple:
     """The calling thread's autocast settings as a hashable, e.g. `(("cpu", "bfloat16"),)`;
     `()` outside autocast. A compiled call traced under one state must not replay under another,
     so this belongs in its cache key."""
+    if not _open[0]:   # no region open in any thread: the common case costs one read
+        return ()
     return tuple(sorted((device, d.name) for device, d in _state.dtypes.items()))
 
 
