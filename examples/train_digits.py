@@ -4,9 +4,13 @@
     python examples/train_digits.py --mode graph    # nn.Graph: forward+backward+SGD compiled
     python examples/train_digits.py --mode global   # flow.set_mode(flow.GRAPH): same loop, compiled
     python examples/train_digits.py --mode both     # eager, then nn.Graph; the two must agree
+    python examples/train_digits.py --workers 2     # batches loaded by 2 worker processes
+    python examples/train_digits.py --mode both --plot curves.png   # needs matplotlib
 
 Each model is trained, evaluated on a held-out split, saved with `flow.save`, reloaded into a
-fresh model, and checked to give identical predictions.
+fresh model, and checked to give identical predictions. A progress bar shows each epoch's running
+loss, training accuracy and steps/s; `--plot` draws the loss and accuracy curves per epoch, one
+column per mode, side by side.
 """
 from __future__ import annotations
 
@@ -56,9 +60,10 @@ class TrainStep(nn.Graph):
         self.add_optimizer(optimizer, lr_sch=scheduler)
 
     def build(self, x, y):
-        loss = self.loss_fn(self.model(x), y)
+        logits = self.model(x)
+        loss = self.loss_fn(logits, y)
         loss.backward()
-        return loss
+        return loss, (logits.argmax(dim=1) == y).sum()
 
 
 class Predict(nn.Graph):
@@ -71,31 +76,41 @@ class Predict(nn.Graph):
 
 
 def train(name: str, model: nn.Module, run_mode: str, epochs: int, train_set, lr: float,
-          label: str = ""):
+          label: str = "", workers: int = 0):
+    """Train; returns the model and per-epoch mean losses and training accuracies."""
     loader = DataLoader(TensorDataset(*[flow.from_numpy(a) for a in train_set]), batch_size=64,
-                        shuffle=True, drop_last=True, generator=flow.Generator().manual_seed(0))
+                        shuffle=True, drop_last=True, generator=flow.Generator().manual_seed(0),
+                        num_workers=workers, persistent_workers=workers > 0)
     opt = flow.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
     sched = flow.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(loader))
     step = TrainStep(model, opt, sched) if run_mode == "graph" else None
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     label = label or run_mode
-    epoch_losses = []
+    epoch_losses, epoch_accuracies = [], []
     for epoch in range(epochs):
-        total, count = 0.0, 0
-        for x, y in tqdm(loader, desc=f"{name} epoch {epoch + 1}/{epochs}", leave=False):
+        total, correct, count = 0.0, 0, 0
+        bar = tqdm(loader, desc=f"{name} [{label}] epoch {epoch + 1}/{epochs}", unit="step",
+                   leave=False)
+        for x, y in bar:
             if step is not None:
-                loss = step(x, y)
+                loss, hits = step(x, y)
             else:
                 opt.zero_grad()
-                loss = loss_fn(model(x), y)
+                logits = model(x)
+                loss = loss_fn(logits, y)
                 loss.backward()
                 opt.step()
                 sched.step()
-            total, count = total + loss.item() * len(y), count + len(y)
+                hits = (logits.argmax(dim=1) == y).sum()
+            total, correct, count = total + loss.item() * len(y), correct + hits.item(), \
+                count + len(y)
+            bar.set_postfix(loss=f"{total / count:.4f}", acc=f"{correct / count:.3f}",
+                            refresh=False)
         print(f"{name} [{label}] epoch {epoch + 1}: loss {total / count:.4f}")
         epoch_losses.append(total / count)
-    return model, epoch_losses
+        epoch_accuracies.append(correct / count)
+    return model, epoch_losses, epoch_accuracies
 
 
 def predict(model: nn.Module, x: np.ndarray, run_mode: str) -> np.ndarray:
@@ -107,8 +122,10 @@ def predict(model: nn.Module, x: np.ndarray, run_mode: str) -> np.ndarray:
         return model(inputs).argmax(dim=1).numpy()
 
 
-def run(mode_name: str, epochs: int | None, out_dir: str) -> dict:
-    """Train, evaluate, checkpoint and reload both models in one mode; returns accuracies."""
+def run(mode_name: str, epochs: int | None, out_dir: str, workers: int = 0,
+        curves: dict | None = None) -> dict:
+    """Train, evaluate, checkpoint and reload both models in one mode; returns accuracies and
+    records each model's per-epoch (losses, accuracies) in `curves`."""
     run_mode = "graph" if mode_name == "graph" else "eager"
     flow.set_mode(flow.GRAPH if mode_name == "global" else flow.EAGER)
     train_set, test_set = load_data()
@@ -117,8 +134,10 @@ def run(mode_name: str, epochs: int | None, out_dir: str) -> dict:
                                                    ("cnn", make_cnn, 0.05, 20, 0.98)):
         flow.manual_seed(0)
         start = time.perf_counter()
-        model, losses = train(name, factory(), run_mode, epochs or default_epochs, train_set, lr,
-                              label=mode_name)
+        model, losses, accuracies = train(name, factory(), run_mode, epochs or default_epochs,
+                                          train_set, lr, label=mode_name, workers=workers)
+        if curves is not None:
+            curves[name] = (losses, accuracies)
         pred = predict(model, test_set[0], run_mode)
         acc = float((pred == test_set[1]).mean())
         path = os.path.join(out_dir, f"{name}-{mode_name}.safetensors")
@@ -141,13 +160,59 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None,
                         help="epochs for both models (default: 30 for the MLP, 20 for the CNN)")
     parser.add_argument("--out", default=None, help="folder for checkpoints (default: a temp dir)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="DataLoader worker processes (default: 0, load in this process)")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="draw loss and accuracy curves per mode into this image file")
     args = parser.parse_args()
+    pyplot = load_pyplot() if args.plot else None
     out_dir = args.out or tempfile.mkdtemp(prefix="dualflow-digits-")
     os.makedirs(out_dir, exist_ok=True)
     modes = ["eager", "graph"] if args.mode == "both" else [args.mode]
-    results = {m: run(m, args.epochs, out_dir) for m in modes}
+    curves = {m: {} for m in modes}
+    results = {m: run(m, args.epochs, out_dir, args.workers, curves[m]) for m in modes}
     if args.mode == "both":
         check_agreement(results["eager"], results["graph"])
+    if pyplot is not None:
+        plot_curves(pyplot, curves, args.plot)
+
+
+def load_pyplot():
+    """matplotlib's pyplot on a file-only backend, or a clear exit when it is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install 'dualflow[plot]' "
+                         "(or pip install matplotlib)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot
+    return pyplot
+
+
+def plot_curves(pyplot, curves: dict, path: str) -> None:
+    """Loss (top) and training accuracy (bottom) per epoch, one column per mode, shared axes."""
+    from matplotlib.ticker import MaxNLocator
+    fig, axes = pyplot.subplots(2, len(curves), figsize=(5 * len(curves), 6), sharey="row",
+                                squeeze=False)
+    for column, (mode_name, per_model) in enumerate(curves.items()):
+        loss_ax, acc_ax = axes[0][column], axes[1][column]
+        for name, (losses, accuracies) in per_model.items():
+            epochs = range(1, len(losses) + 1)
+            loss_ax.plot(epochs, losses, marker=".", label=name)
+            acc_ax.plot(epochs, accuracies, marker=".", label=name)
+        loss_ax.set_title(f"{mode_name} mode")
+        loss_ax.set_ylabel("training loss")
+        loss_ax.set_yscale("log")
+        acc_ax.set_ylabel("training accuracy")
+        acc_ax.set_xlabel("epoch")
+        for ax in (loss_ax, acc_ax):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(alpha=0.3)
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot.close(fig)
+    print(f"curves: {path}")
 
 
 def check_agreement(eager: dict, graph: dict) -> None:
