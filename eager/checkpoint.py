@@ -20,7 +20,7 @@ from dualflow.tensor import Tensor
 
 from . import engine
 from .function import Function
-from .grad_mode import enable_grad
+from dualflow.grad_mode import enable_grad
 
 
 def _captured(fn) -> list:

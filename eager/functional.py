@@ -8,7 +8,7 @@ from __future__ import annotations
 from dualflow.tensor import Tensor
 
 from .engine import grad
-from .grad_mode import enable_grad
+from dualflow.grad_mode import enable_grad
 
 
 def _tuple(x) -> tuple:

@@ -6,7 +6,7 @@ import numpy as np
 from dualflow.tensor import Tensor
 
 from .engine import grad as autograd_grad
-from .grad_mode import no_grad
+from dualflow.grad_mode import no_grad
 
 
 def _outputs(fn, inputs) -> list:

@@ -31,7 +31,7 @@ globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 
 from dualflow import eager as autograd  # noqa: E402  (installs the tape recorder)
 from dualflow.eager import functional as func  # noqa: E402  (flow.func.jvp / vjp)
-from dualflow.eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: E402,F401
+from dualflow.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: E402,F401
                                       no_grad, set_grad_enabled)
 
 from .serialization import load, save  # noqa: E402
@@ -42,7 +42,7 @@ from . import amp  # noqa: E402
 from .amp import autocast  # noqa: E402
 from dualflow import nn, graph  # noqa: E402
 from dualflow.nn.compiled import compile  # noqa: E402,A004
-from dualflow.graph.module_call import module_call as _module_call  # noqa: E402
+from dualflow.nn.graph_mode import module_call as _module_call  # noqa: E402
 from dualflow.graph.optim_step import optimizer_step as _optimizer_step  # noqa: E402
 
 nn.module._graph_call = _module_call  # a top-level Module call in GRAPH mode compiles

@@ -5,7 +5,7 @@ from .cache import GraphCache
 from .compiler import compile_graph
 from .executable import Executable, GraphRuntimeError
 from .interpreter import interpret
-from .module_call import activation_checkpointing, cache_info
+from .call_flags import activation_checkpointing, cache_info
 from .ir import Graph, GraphError, Node, Value
 from .trace import Trace, signature
 from .tracer import TraceError, TracedTensor, Tracer, tracing, user_source

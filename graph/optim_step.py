@@ -1,6 +1,6 @@
 """GRAPH mode for optimizers: under `set_mode(GRAPH)`, `opt.step()` runs as one compiled graph.
 
-MindSpore-style graph mode compiles each top-level Module call (module_call.py); the update that
+MindSpore-style graph mode compiles each top-level Module call (nn/graph_mode.py); the update that
 follows would otherwise run eagerly, a few in-place ops per parameter at eager dispatch cost. Here
 the step is traced once per signature (which parameters have gradients, their shapes and dtypes,
 the hyper-parameters, the optimizer's version) and replayed: gradients are the graph's inputs,

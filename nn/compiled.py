@@ -1,7 +1,7 @@
 """`flow.compile(model)`: PyTorch's `torch.compile` call, served by GRAPH mode.
 
 The returned module runs each call of `model` as a top-level Module call under
-`flow.set_mode(flow.GRAPH)` does (`graph/module_call.py`): traced once per input signature,
+`flow.set_mode(flow.GRAPH)` does (`nn/graph_mode.py`): traced once per input signature,
 compiled, replayed, and joined to eager autograd, so a training loop runs unchanged. It is an
 `nn.Module` holding `model` as `_orig_mod`, as PyTorch's `OptimizedModule`: `.train()`,
 `.eval()`, `.parameters()` and `.to()` reach `model` and attribute reads fall through to it;
@@ -18,7 +18,7 @@ class CompiledModule(Module):
         self._orig_mod = model
 
     def forward(self, *args, **kwargs):
-        from dualflow.graph.module_call import module_call
+        from .graph_mode import module_call
         return module_call(self._orig_mod, args, kwargs)
 
     def __getattr__(self, name: str):

@@ -18,13 +18,13 @@ from dualflow.eager.engine import add_arrays
 from dualflow.graph import Trace, TracedTensor, compile_graph, signature
 from dualflow.graph.trace import scope_names
 from dualflow.graph.cache import GraphCache
-from dualflow.graph.module_call import module_tree
 from dualflow.graph.optim_step import LrBinding, check_state_in_place
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
-from dualflow.graph.state import Snapshot, StateCapture, read_state
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
+from .capture import Snapshot, StateCapture, read_state
+from .graph_mode import module_tree
 from .module import Module
 
 

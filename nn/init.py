@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from dualflow.device import xp_of
-from dualflow.eager.grad_mode import no_grad
+from dualflow.grad_mode import no_grad
 from dualflow.ops import random as _random
 from dualflow.tensor import Tensor
 

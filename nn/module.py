@@ -17,7 +17,7 @@ from dualflow import dtype as _dt
 from dualflow.mode import GRAPH as _GRAPH
 from dualflow.mode import state as _mode_state
 from dualflow.device import Device
-from dualflow.eager.grad_mode import no_grad
+from dualflow.grad_mode import no_grad
 from dualflow.tensor import Tensor
 
 from .parameter import Parameter

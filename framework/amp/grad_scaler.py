@@ -88,7 +88,7 @@ class GradScaler(ScaleRule):
         """Divide the optimizer's gradients by the scale, in place, and record inf/nan."""
         if not self._enabled:
             return
-        from dualflow.eager.grad_mode import no_grad  # framework/ imports eager lazily
+        from dualflow.grad_mode import no_grad  # framework/ imports eager lazily
         state = self._state(optimizer)
         if state["stage"] == _UNSCALED:
             raise RuntimeError("unscale_() has already been called on this optimizer since the "

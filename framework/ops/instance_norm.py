@@ -70,7 +70,7 @@ instance_norm_op = defop(
 
 def _update_running(input, running_mean, running_var, momentum: float) -> None:
     """PyTorch's update: the batch average of each instance's mean and unbiased variance."""
-    from dualflow.eager.grad_mode import no_grad  # framework/ imports eager lazily (layering)
+    from dualflow.grad_mode import no_grad  # framework/ imports eager lazily (layering)
     c, n, dims = input.shape[1], _count(input.shape), _spatial(input.ndim)
     with no_grad():
         mu = mean(input, dims, keepdim=True)

@@ -173,7 +173,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalisation over (N, C, *): batch statistics in training (and the running ones
     updated in place with the unbiased variance), the running statistics in evaluation."""
-    from dualflow.eager.grad_mode import no_grad  # framework/ imports eager lazily (layering)
+    from dualflow.grad_mode import no_grad  # framework/ imports eager lazily (layering)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
                          f"{tuple(input.shape)}")

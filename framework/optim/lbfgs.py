@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dualflow.eager.grad_mode import enable_grad, no_grad
+from dualflow.grad_mode import enable_grad, no_grad
 
 from ..creation import zeros_like
 from ..ops.join import cat

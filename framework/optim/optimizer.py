@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .. import dtype as dt
 from ..creation import full
-from dualflow.eager.grad_mode import enable_grad, no_grad
+from dualflow.grad_mode import enable_grad, no_grad
 from dualflow.mode import GRAPH as _GRAPH
 from dualflow.mode import get_mode
 from ..tensor import Tensor

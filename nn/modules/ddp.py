@@ -63,7 +63,7 @@ class DistributedDataParallel(Module):
 
     def forward(self, *inputs, **kwargs):
         from dualflow import distributed as dist
-        from dualflow.eager.grad_mode import is_grad_enabled
+        from dualflow.grad_mode import is_grad_enabled
         if self.broadcast_buffers:
             for b in self.module.buffers():
                 dist.broadcast(b.detach(), 0)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dualflow.creation import empty
-from dualflow.eager.grad_mode import no_grad
+from dualflow.grad_mode import no_grad
 from dualflow.nn import functional as F
 
 from .. import init

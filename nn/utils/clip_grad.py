@@ -5,7 +5,7 @@ import math
 from typing import Iterable
 
 import dualflow as flow
-from dualflow.eager.grad_mode import no_grad
+from dualflow.grad_mode import no_grad
 from dualflow.tensor import Tensor
 
 

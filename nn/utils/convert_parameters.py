@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import dualflow as flow
-from dualflow.eager.grad_mode import no_grad
+from dualflow.grad_mode import no_grad
 from dualflow.tensor import Tensor
 
 

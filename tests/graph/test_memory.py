@@ -126,7 +126,7 @@ def test_optimizer_updates_run_in_place_in_the_parameters():
 
 def test_backward_graph_frees_residuals_at_their_last_use():
     model, x, _ = make("mlp", flow.float32)
-    from dualflow.graph.module_call import graph_cache
+    from dualflow.graph.call_flags import graph_cache
     with flow.mode(flow.GRAPH):
         model(x).sum().backward()
     (entry,) = graph_cache(model).values()

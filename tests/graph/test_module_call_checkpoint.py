@@ -5,7 +5,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph.module_call import activation_checkpointing, graph_cache
+from dualflow.graph.call_flags import activation_checkpointing, graph_cache
 
 from .models import make
 

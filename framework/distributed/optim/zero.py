@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...eager.grad_mode import enable_grad
+from ...grad_mode import enable_grad
 from ...optim.optimizer import Optimizer
 from ...tensor import Tensor
 from ..collectives import broadcast

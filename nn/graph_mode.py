@@ -7,54 +7,21 @@ unchanged, compiled. Compiled graphs are cached per module and input signature.
 """
 from __future__ import annotations
 
-import weakref
-
 from dualflow.eager import engine
-from dualflow.nn.module import tree_version
+from dualflow.graph.cache import GraphCache
+from dualflow.graph.call_flags import checkpoint_scopes, is_checkpointed
+from dualflow.graph.compiler import compile_graph
+from dualflow.graph.memory import aliases_input
+from dualflow.graph.passes.checkpoint import checkpoint_pass
+from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.graph.split import split_forward_backward
+from dualflow.graph.trace import Trace, scope_names, signature
+from dualflow.graph.tracer import tracing
 from dualflow.ops import dispatch
 from dualflow.tensor import Tensor
 
-from .cache import GraphCache
-from .compiler import compile_graph
-from .memory import aliases_input
-from .passes.checkpoint import checkpoint_pass
-from .pytree import flatten, flatten_args, map_tensors, unflatten
-from .split import split_forward_backward
-from .state import Snapshot, StateCapture, guard_values, read_state, state_attrs
-from .trace import Trace, scope_names, signature
-from .tracer import tracing
-
-_checkpointed: "weakref.WeakSet" = weakref.WeakSet()
-
-
-def activation_checkpointing(module, enabled: bool = True) -> None:
-    """Recompute `module`'s forward in the backward of GRAPH-mode training instead of keeping its
-    activations alive from forward to backward (`flow.graph.activation_checkpointing(block)`).
-
-    Honoured when `module` is part of a top-level Module call compiled under
-    `flow.set_mode(flow.GRAPH)` with gradients: the joint forward+backward trace gets the
-    checkpoint pass nn.Graph uses (`GraphConfig.activation_checkpointing`) before it is split,
-    so random masks (dropout) are kept, not re-drawn, and results are identical. The top-level
-    module itself may be flagged too (its trace is then scoped under its class name).
-    `enabled=False` removes the flag; compiled graphs are cached per set of flags."""
-    from dualflow.nn.module import Module
-    if not isinstance(module, Module):
-        raise TypeError(f"activation_checkpointing expects an nn.Module, got "
-                        f"{type(module).__name__}")
-    if enabled:
-        _checkpointed.add(module)
-    else:
-        _checkpointed.discard(module)
-
-
-def _checkpoint_scopes(module) -> tuple:
-    """The scopes (qualified module names) of the flagged modules inside `module`'s call; the
-    top-level module's is its class name."""
-    if not _checkpointed:
-        return ()
-    if module in _checkpointed:
-        return (type(module).__name__,)
-    return tuple(name for name, m in module.named_modules() if m in _checkpointed)
+from .capture import Snapshot, StateCapture, guard_values, read_state, state_attrs
+from .module import tree_version
 
 
 def module_call(module, args: tuple, kwargs: dict):
@@ -77,7 +44,7 @@ def module_call(module, args: tuple, kwargs: dict):
     needs_grad = dispatch.state.grad_enabled and (
         bool(params) or any(t.requires_grad for t in leaves))
     training = tuple([m.training for m in walk.modules])
-    scopes = _checkpoint_scopes(module) if needs_grad else ()
+    scopes = checkpoint_scopes(module) if needs_grad else ()
     key = signature(leaves, (structure, training, needs_grad, scopes, walk.key))
     cache = module.__dict__.get("_graph_cache")
     if cache is None:
@@ -165,19 +132,8 @@ def module_tree(module) -> Walk:
     return walk
 
 
-def graph_cache(module) -> GraphCache | None:
-    """The GRAPH-mode compile cache of a top-level module (None before its first call)."""
-    return module.__dict__.get("_graph_cache")
-
-
-def cache_info(module) -> dict:
-    """Hits, misses, traces and size of the GRAPH-mode compile cache of a top-level module."""
-    cache = graph_cache(module)
-    return cache.info() if cache is not None else GraphCache(type(module).__name__).info()
-
-
 def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
-    root = type(module).__name__ if module in _checkpointed and scopes else ""
+    root = type(module).__name__ if is_checkpointed(module) and scopes else ""
     names, module_names = scope_names({root: module})
     name = type(module).__name__
     trace = Trace(name, names, module_names)

@@ -18,11 +18,11 @@ in-place state update of the buffer the graph is bound to (same shape and dtype 
 """
 from __future__ import annotations
 
-from dualflow.nn.module import tree_version
+from dualflow.graph.pytree import contains_tensor, flatten, map_tensors, unflatten
+from dualflow.graph.tracer import TraceError, TracedTensor
 from dualflow.tensor import Tensor
 
-from .pytree import contains_tensor, flatten, map_tensors, unflatten
-from .tracer import TraceError, TracedTensor
+from .module import tree_version
 
 _TABLES = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
                      "_forward_pre_hooks", "_forward_hooks"})

@@ -1,14 +1,16 @@
-"""The ONNX coverage table, generated from the op registry:
+"""Writes docs/onnx_coverage.md, the ONNX coverage table, from the op registry:
 
-    python -m dualflow.export.coverage > docs/onnx_coverage.md
+    python docs/onnx_coverage.py > docs/onnx_coverage.md
 
 Each op's row is found by exporting it: a one-op model per sample declared in the repository's
-`tests/ops/samples` (run from the repository root), at every opset from 13 up. The ONNX ops are
+`tests/ops/samples`, at every opset from 13 up. A script beside the docs, not part of the
+package: it reads the tests' samples, which the package must not import. The ONNX ops are
 those its models contain; the opsets, those at which every sample exports.
 """
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,8 +20,11 @@ from dualflow import nn
 from dualflow.ops import REGISTRY
 from dualflow.ops.opdef import not_exportable
 
-from .api import MIN_OPSET, to_onnx
-from .errors import ExportError
+from dualflow.export.api import MIN_OPSET, to_onnx
+from dualflow.export.errors import ExportError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository root: tests/
+from tests.ops.samples import all_samples  # noqa: E402
 
 TESTED_OPSETS = (13, 17, 18)  # the opsets tests/export runs every sample at in onnxruntime
 
@@ -31,15 +36,6 @@ class _OneOp(nn.Module):
 
     def forward(self, *xs):
         return self.op(*xs, **self.attrs)
-
-
-def _samples() -> dict:
-    try:
-        from tests.ops.samples import all_samples
-    except ImportError:
-        raise SystemExit("dualflow.export.coverage needs the repository's tests/ops/samples: "
-                         "run it from the repository root") from None
-    return all_samples()
 
 
 def _exports(op, samples, opset: int) -> set | None:
@@ -66,7 +62,7 @@ def _opset_range(opsets: list) -> str:
 
 def rows() -> list:
     """(op, ONNX ops, opsets, notes) for every registered op, sorted by name."""
-    samples, out = _samples(), []
+    samples, out = all_samples(), []
     for name in sorted(REGISTRY):
         op = REGISTRY[name]
         if isinstance(op.onnx, not_exportable):
@@ -93,7 +89,7 @@ def markdown() -> str:
     lines = [
         "# ONNX export coverage",
         "",
-        "Generated from the op registry by `python -m dualflow.export.coverage` (do not edit by "
+        "Generated from the op registry by `python docs/onnx_coverage.py` (do not edit by "
         "hand). Each exportable op is exported as a one-op model per sample in "
         "`tests/ops/samples`; *ONNX ops* are the node types those models contain, *opsets* the "
         "opsets at which every sample exports. `tests/export` runs every sample in onnxruntime "
