@@ -2,9 +2,13 @@
 timeouts, persistent workers and cleanup (no orphan processes, no leftover shared files)."""
 import gc
 import mmap
+import multiprocessing
 import os
 import random
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -275,6 +279,9 @@ def test_option_checks():
                         prefetch_factor=1)
     assert loader.prefetch_factor == 1 and [b.tolist() for b in loader] == [[0, 1], [2, 3], [4]]
     assert DataLoader(range(3), num_workers=2).prefetch_factor == 2
+    forked = DataLoader(range(4), batch_size=2, num_workers=1,
+                        multiprocessing_context=multiprocessing.get_context("fork"))
+    assert [b.tolist() for b in forked] == [[0, 1], [2, 3]]
 
 
 # ---- worker lifetime -------------------------------------------------------------------------
@@ -328,3 +335,22 @@ def test_persistent_loader_starts_new_workers_after_one_died():
     assert not any(_alive(p) for p in old)
     again = iter(loader)
     assert list(again) == list(range(6)) and set(again.worker_pids).isdisjoint(old)
+
+
+def test_exiting_mid_epoch_leaves_no_worker_and_no_shared_file():
+    script = textwrap.dedent("""
+        import os
+        import numpy as np
+        from dualflow.utils.data import DataLoader
+        loader = DataLoader([np.ones(1000, np.float32)] * 100, batch_size=4, num_workers=2,
+                            persistent_workers=True)
+        it = iter(loader)
+        next(it)
+        print(os.getpid(), *it.worker_pids)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    main_pid, *pids = map(int, done.stdout.split())
+    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert not [f for f in os.listdir(shm_folder()) if f.startswith(f"dualflow-{main_pid}-")]

@@ -16,6 +16,7 @@ import os
 import queue
 import signal
 import time
+import weakref
 
 from ...creation import randint
 from .shm import discard_batch, read_batch, remove_leftovers, shm_folder
@@ -77,6 +78,9 @@ class MultiProcessIterator:
         self._result_queue = ctx.Queue()
         self._done_event = ctx.Event()
         self._index_queues, self._workers = [], []
+        # runs once: at _shutdown, when the iterator is garbage-collected, or at interpreter exit
+        self._stop = weakref.finalize(self, _stop_workers, self._workers, self._index_queues,
+                                      self._result_queue, self._done_event, self._shm_prefix)
         for wid in range(self._num_workers):
             index_queue = ctx.Queue()
             index_queue.cancel_join_thread()
@@ -181,33 +185,34 @@ class MultiProcessIterator:
 
     # ---- stopping ----------------------------------------------------------------------------
     def _shutdown(self) -> None:
-        if self._shut:
-            return
         self._shut = True
-        self._done_event.set()
-        for q in self._index_queues:
-            q.put(None)
-        for w in self._workers:
-            w.join(_JOIN_S)
-            if w.is_alive():
-                w.kill()
-                w.join()
-        while True:
-            try:
-                discard_batch(self._result_queue.get_nowait()[3])
-            except (queue.Empty, OSError, EOFError):
-                break
-        for q in self._index_queues + [self._result_queue]:
-            q.cancel_join_thread()
-            q.close()
-        remove_leftovers(self._shm_prefix)
-
-    def __del__(self):
-        if not getattr(self, "_shut", True) and hasattr(self, "_workers"):
-            self._shutdown()
+        self._stop()
 
 
 _END = object()
+
+
+def _stop_workers(workers: list, index_queues: list, result_queue, done_event,
+                  shm_prefix: str) -> None:
+    """Ask the workers to exit, kill those still busy after `_JOIN_S`, and free every shared
+    file of theirs: replies never read and files of batches never sent."""
+    done_event.set()
+    for q in index_queues:
+        q.put(None)
+    for w in workers:
+        w.join(_JOIN_S)
+        if w.is_alive():
+            w.kill()
+            w.join()
+    while True:
+        try:
+            discard_batch(result_queue.get_nowait()[3])
+        except (queue.Empty, OSError, EOFError):
+            break
+    for q in index_queues + [result_queue]:
+        q.cancel_join_thread()
+        q.close()
+    remove_leftovers(shm_prefix)
 
 
 def _exit_cause(code: int | None) -> str:
