@@ -354,3 +354,34 @@ def test_exiting_mid_epoch_leaves_no_worker_and_no_shared_file():
     main_pid, *pids = map(int, done.stdout.split())
     assert len(pids) == 2 and not any(_alive(p) for p in pids)
     assert not [f for f in os.listdir(shm_folder()) if f.startswith(f"dualflow-{main_pid}-")]
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit is reaped by whoever adopted it, maybe late)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+def test_workers_of_a_killed_main_process_exit_and_free_their_files():
+    script = textwrap.dedent("""
+        import os, signal
+        import numpy as np
+        from dualflow.utils.data import DataLoader
+        it = iter(DataLoader([np.ones(1000, np.float32)] * 100, batch_size=4, num_workers=2))
+        next(it)
+        print(os.getpid(), *it.worker_pids, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    main_pid, *pids = map(int, done.stdout.split())
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(p) for p in pids)
+    assert not [f for f in os.listdir(shm_folder()) if f.startswith(f"dualflow-{main_pid}-")]

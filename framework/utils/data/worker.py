@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...random import manual_seed
-from .shm import write_batch
+from .shm import remove_leftovers, write_batch
 
 _POLL_S = 0.5                   # how often an idle worker checks that its parent still lives
 
@@ -155,7 +155,8 @@ def worker_loop(worker_id: int, num_workers: int, seed: int, fetcher: _Fetcher,
             try:
                 request = index_queue.get(timeout=_POLL_S)
             except queue.Empty:
-                if os.getppid() != parent_pid:
+                if os.getppid() != parent_pid:      # the main process died: nobody will read
+                    remove_leftovers(shm_prefix)     # the batches in flight
                     break
                 continue
             if request is None:
