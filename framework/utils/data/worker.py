@@ -61,8 +61,9 @@ class WorkerError:
     """An exception raised in a worker, sent to the main process to be raised there."""
 
     def __init__(self, worker_id: int, where: str):
-        self.exc_type = _picklable_type(_current_exception_type())
-        self.message = (f"Caught {self.exc_type.__name__} in DataLoader worker process "
+        raised = _current_exception_type()
+        self.exc_type = _picklable_type(raised)      # else RuntimeError, raised's name kept
+        self.message = (f"Caught {raised.__name__} in DataLoader worker process "
                         f"{worker_id} {where}.\nOriginal {traceback.format_exc()}")
 
     def reraise(self):
