@@ -61,6 +61,16 @@ class Failing(Dataset):
         return i
 
 
+class RaisesUnpicklable(Dataset):
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, i):
+        class LocalError(Exception):                # no importable name: cannot be pickled
+            pass
+        raise LocalError("from a local class")
+
+
 class Strided(IterableDataset):
     """range(n), split between workers by position (worker k takes k, k + W, ...)."""
 
@@ -241,6 +251,9 @@ def test_worker_exception_is_raised_with_its_traceback():
     with pytest.raises(KeyError, match="(?s)Caught KeyError.*missing"):
         next(it)
     assert next(it) == 5                                  # the iterator goes on, as PyTorch's
+    local = iter(DataLoader(RaisesUnpicklable(), batch_size=None, num_workers=1))
+    with pytest.raises(RuntimeError, match="(?s)Caught LocalError.*from a local class"):
+        next(local)
 
 
 def test_killed_worker_raises_instead_of_hanging():
