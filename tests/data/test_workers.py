@@ -398,3 +398,18 @@ def test_workers_of_a_killed_main_process_exit_and_free_their_files():
         time.sleep(0.05)
     assert not any(_running(p) for p in pids)
     assert not [f for f in os.listdir(shm_folder()) if f.startswith(f"dualflow-{main_pid}-")]
+
+
+class SlowFirst(Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        time.sleep(0.5 if i == 0 else 0)
+        return i
+
+
+def test_in_order_false_yields_batches_as_they_arrive():
+    assert list(DataLoader(SlowFirst(), batch_size=None, num_workers=2)) == list(range(6))
+    arrived = list(DataLoader(SlowFirst(), batch_size=None, num_workers=2, in_order=False))
+    assert sorted(arrived) == list(range(6)) and arrived[0] != 0

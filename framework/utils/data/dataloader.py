@@ -23,7 +23,7 @@ class DataLoader:
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Callable | None = None, multiprocessing_context=None,
                  generator: Generator | None = None, *, prefetch_factor: int | None = None,
-                 persistent_workers: bool = False):
+                 persistent_workers: bool = False, in_order: bool = True):
         _check_worker_options(num_workers, timeout, prefetch_factor, persistent_workers,
                               multiprocessing_context)
         self.dataset = dataset
@@ -34,6 +34,7 @@ class DataLoader:
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
         self.persistent_workers = persistent_workers
         self.multiprocessing_context = multiprocessing_context
+        self.in_order = in_order
         self._iterator: MultiProcessIterator | None = None
         self.generator = generator
         self._iterable = isinstance(dataset, IterableDataset)

@@ -3,7 +3,8 @@ put the replies back in order, notice errors and dead workers, and stop the work
 
 Requests go round-robin to the workers' own index queues, `prefetch_factor` per worker ahead of
 what the caller has taken; every request gets exactly one reply on the shared result queue, and
-replies are yielded in request order (so in the sampler's order). A reply from an earlier epoch (a
+replies are yielded in request order (so in the sampler's order), or as they arrive with
+`in_order=False`. A reply from an earlier epoch (a
 persistent iterator reset before it was used up) is dropped. While waiting, the iterator looks at
 its workers every `_POLL_S`: one that has exited raises at once instead of hanging, and `timeout`
 bounds the wait for one batch.
@@ -60,6 +61,7 @@ class MultiProcessIterator:
         self._persistent = loader.persistent_workers
         self._num_workers = loader.num_workers
         self._prefetch = loader.prefetch_factor
+        self._in_order = loader.in_order
         self._shut = False
         self._epoch = 0
         self._shm_prefix = os.path.join(
@@ -141,14 +143,16 @@ class MultiProcessIterator:
                 if not self._persistent:
                     self._shutdown()
                 raise StopIteration
-            if self._received not in self._waiting:
+            if self._received in self._waiting:
+                wid, reply = self._waiting.pop(self._received)
+            else:
                 wid, epoch, task, reply = self._get()
-                if epoch == self._epoch:
-                    self._waiting[task] = (wid, reply)
-                else:
+                if epoch != self._epoch:
                     discard_batch(reply)
-                continue
-            wid, reply = self._waiting.pop(self._received)
+                    continue
+                if self._in_order:
+                    self._waiting[task] = (wid, reply)
+                    continue
             self._received += 1
             if isinstance(reply, Exhausted):
                 self._active[wid] = False
