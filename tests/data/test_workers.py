@@ -1,6 +1,7 @@
 """DataLoader worker processes: order, shared memory, seeds, sharding, errors, dead workers,
 timeouts, persistent workers and cleanup (no orphan processes, no leftover shared files)."""
 import gc
+import inspect
 import mmap
 import multiprocessing
 import os
@@ -413,3 +414,11 @@ def test_in_order_false_yields_batches_as_they_arrive():
     assert list(DataLoader(SlowFirst(), batch_size=None, num_workers=2)) == list(range(6))
     arrived = list(DataLoader(SlowFirst(), batch_size=None, num_workers=2, in_order=False))
     assert sorted(arrived) == list(range(6)) and arrived[0] != 0
+
+
+def test_signature_is_torchs():
+    torch = pytest.importorskip("torch")
+    ours = inspect.signature(DataLoader.__init__).parameters.values()
+    theirs = inspect.signature(torch.utils.data.DataLoader.__init__).parameters.values()
+    assert [(p.name, p.kind, p.default) for p in ours] == \
+        [(p.name, p.kind, p.default) for p in theirs]

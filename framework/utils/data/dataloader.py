@@ -2,8 +2,8 @@
 
 With `num_workers=0` loading runs in the calling process. With `num_workers > 0` worker processes
 load and collate batches, which come back through shared memory in the sampler's order (see
-`worker_pool.py` and `worker.py`; PyTorch's options and semantics). `pin_memory` is accepted and
-does nothing: batches are host arrays either way.
+`worker_pool.py` and `worker.py`; PyTorch's options and semantics). `pin_memory` and
+`pin_memory_device` are accepted and do nothing: batches are host arrays either way.
 """
 from __future__ import annotations
 
@@ -23,12 +23,14 @@ class DataLoader:
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Callable | None = None, multiprocessing_context=None,
                  generator: Generator | None = None, *, prefetch_factor: int | None = None,
-                 persistent_workers: bool = False, in_order: bool = True):
+                 persistent_workers: bool = False, pin_memory_device: str = "",
+                 in_order: bool = True):
         _check_worker_options(num_workers, timeout, prefetch_factor, persistent_workers,
                               multiprocessing_context)
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.prefetch_factor = 2 if prefetch_factor is None and num_workers else prefetch_factor
