@@ -119,15 +119,13 @@ def _check_worker_options(num_workers: int, timeout: float, prefetch_factor: int
     if timeout < 0:
         raise ValueError("timeout option should be non-negative")
     if num_workers == 0 and prefetch_factor is not None:
-        raise ValueError("prefetch_factor option could only be specified in multiprocessing. "
-                         "let num_workers > 0 to enable multiprocessing, otherwise set "
-                         "prefetch_factor to None.")
+        raise ValueError("prefetch_factor counts batches per worker process: it needs "
+                         "num_workers > 0 (leave it None to load in the main process)")
     if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or
                                         prefetch_factor < 1):
-        raise ValueError(f"prefetch_factor option should be a positive integer, got "
-                         f"{prefetch_factor!r}")
+        raise ValueError(f"prefetch_factor must be a positive integer, got {prefetch_factor!r}")
     if persistent_workers and num_workers == 0:
-        raise ValueError("persistent_workers option needs num_workers > 0")
+        raise ValueError("persistent_workers=True keeps worker processes: it needs num_workers > 0")
     if multiprocessing_context is not None and num_workers == 0:
-        raise ValueError("multiprocessing_context can only be used with multi-process loading "
-                         "(num_workers > 0), but got num_workers=0")
+        raise ValueError("multiprocessing_context starts worker processes: it needs "
+                         "num_workers > 0, got num_workers=0")

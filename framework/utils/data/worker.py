@@ -63,8 +63,8 @@ class WorkerError:
     def __init__(self, worker_id: int, where: str):
         raised = _current_exception_type()
         self.exc_type = _picklable_type(raised)      # else RuntimeError, raised's name kept
-        self.message = (f"Caught {raised.__name__} in DataLoader worker process "
-                        f"{worker_id} {where}.\nOriginal {traceback.format_exc()}")
+        self.message = (f"{raised.__name__} in DataLoader worker process {worker_id} {where}; "
+                        f"the worker's {traceback.format_exc()}")
 
     def reraise(self):
         message = _KeyErrorMessage(self.message) if issubclass(self.exc_type, KeyError) else \

@@ -37,15 +37,13 @@ def resolve_context(context) -> mp.context.BaseContext:
     if isinstance(context, str):
         methods = mp.get_all_start_methods()
         if context not in methods:
-            raise ValueError(f"multiprocessing_context option should specify a valid start "
-                             f"method in {methods!r}, but got "
-                             f"multiprocessing_context={context!r}")
+            raise ValueError(f"multiprocessing_context: {context!r} is not a start method of this "
+                             f"platform ({', '.join(methods)})")
         return mp.get_context(context)
     if isinstance(context, mp.context.BaseContext):
         return context
-    raise TypeError(f"multiprocessing_context option should be a valid context object or a "
-                    f"string specifying the start method, but got "
-                    f"multiprocessing_context={context!r}")
+    raise TypeError(f"multiprocessing_context must be a start method's name or a multiprocessing "
+                    f"context, got {context!r}")
 
 
 class MultiProcessIterator:
