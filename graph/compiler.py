@@ -6,6 +6,8 @@ intermediates), and the total compile time.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 
 import numpy as np
@@ -31,11 +33,31 @@ def fused_groups(graph: Graph) -> list:
              "where": n.where()} for n in graph.nodes if is_fused(n)]
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Compiling makes ~10 objects per node, all alive until the end; CPython's cyclic collector
+    would walk them again at every collection, which made compile time grow with the square
+    of graph size (1,000 MLP layers: 1.5 s instead of 0.8 s). Garbage made meanwhile is
+    collected after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def compile_graph(graph: Graph, disabled_passes=(), verify: bool = False, config=None,
                   module_names: dict | None = None) -> tuple:
     """Optimise and generate code; returns (Executable, report dict). `config` (an
     nn.GraphConfig) adds its disabled passes, checkpointing and mixed precision; `module_names`
     (id(module) -> qualified name) resolves the checkpointed modules to scopes."""
+    with _collector_paused():
+        return _compile(graph, disabled_passes, verify, config, module_names)
+
+
+def _compile(graph: Graph, disabled_passes, verify: bool, config, module_names) -> tuple:
     start = time.perf_counter()
     disabled = set(disabled_passes) | set(getattr(config, "disabled_passes", ()))
     verify = verify or bool(getattr(config, "verify", False))

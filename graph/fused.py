@@ -96,16 +96,57 @@ class FusedBody:
 
     def function(self, xp, alias: int | None = None):
         """The compiled kernel `f(*inputs, out=None)`; `alias`: the input `out` shares memory
-        with (in-place), so the generated code does not clobber it before its last read."""
+        with (in-place), so the generated code does not clobber it before its last read.
+        Bodies with the same structure share one kernel (a deep MLP has thousands of equal
+        ReLU-backward bodies; compiling each afresh made codegen the bulk of compile time)."""
         key = (xp.__name__, alias)
         fn = self._functions.get(key)
         if fn is None:
-            if xp.__name__ == "cupy":  # GPU path: one ElementwiseKernel (untested without a GPU)
-                from .elementwise_cuda import compile_body
-            else:
-                from .elementwise_cpu import compile_body
-            fn = self._functions[key] = compile_body(self, xp, alias)
+            fn = self._functions[key] = _shared_kernel(self, xp, alias)
         return fn
+
+    def kernel_key(self) -> tuple | None:
+        """What the generated code depends on, or None when an attr cannot be keyed. Literal
+        attrs and scalars are keyed by type and repr (1, 1.0, True and -0.0 generate different
+        code); other attrs (dtypes) by the object the code binds."""
+        try:
+            steps = tuple((s.op, s.args, tuple((k, _code_key(v)) for k, v in s.attrs.items()),
+                           s.type) for s in self.steps)
+            key = (self.input_types, steps, tuple(_code_key(c) for c in self.scalars))
+            hash(key)
+            return key
+        except TypeError:
+            return None
+
+
+_KERNELS: dict = {}          # (kernel_key, xp name, alias, settings) -> kernel
+_MAX_KERNELS = 4096          # oldest dropped first beyond this
+
+
+def _code_key(value) -> tuple:
+    from .elementwise_cpu import literal
+    return (type(value).__name__, repr(value)) if literal(value) else ("object", value)
+
+
+def _shared_kernel(body: FusedBody, xp, alias: int | None):
+    """The kernel of any earlier body with the same kernel_key, else a freshly compiled one."""
+    if xp.__name__ == "cupy":  # GPU path: one ElementwiseKernel (untested without a GPU)
+        from .elementwise_cuda import compile_body
+        settings: tuple = ()
+    else:
+        from . import elementwise_cpu
+        from .elementwise_cpu import compile_body
+        settings = (elementwise_cpu.CHUNK_MIN, elementwise_cpu.CHUNK_TARGET)  # block sizes
+    structure = body.kernel_key()
+    if structure is None:
+        return compile_body(body, xp, alias)
+    key = (structure, xp.__name__, alias, settings)
+    fn = _KERNELS.get(key)
+    if fn is None:
+        if len(_KERNELS) >= _MAX_KERNELS:
+            del _KERNELS[next(iter(_KERNELS))]
+        fn = _KERNELS[key] = compile_body(body, xp, alias)
+    return fn
 
 
 def body_of(nodes: list, inputs: list) -> FusedBody:
@@ -149,11 +190,11 @@ def _matmul_infer(a, b, *extra, body: FusedBody) -> TensorType:
     return got
 
 
+# several elementwise ops in one pass (made by fuse_elementwise)
 FUSED_ELEMENTWISE = OpDef("fused_elementwise", _elementwise_kernel, _elementwise_infer,
-                          elementwise=True, out_arg=True,
-                          doc="Several elementwise ops in one pass (made by fuse_elementwise).")
-FUSED_MATMUL = OpDef("fused_matmul", _matmul_kernel, _matmul_infer, out_arg=True,
-                     doc="matmul with an in-place elementwise epilogue (made by fuse_matmul).")
+                          elementwise=True, out_arg=True)
+# matmul with an in-place elementwise epilogue (made by fuse_matmul)
+FUSED_MATMUL = OpDef("fused_matmul", _matmul_kernel, _matmul_infer, out_arg=True)
 FUSED_OPS = (FUSED_ELEMENTWISE, FUSED_MATMUL)
 
 

@@ -17,6 +17,7 @@ them and the peak without planning.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 from dataclasses import dataclass, field
 
@@ -87,6 +88,8 @@ class _Planner:
         self.whole: set = set()    # value ids that are a whole storage (not a view of one)
         self.in_slot: dict = {}    # storage id -> slot id
         self.slot_storage: list = []   # slot id -> storage currently in it
+        self.busy: dict = {}       # (shape, dtype) -> heap of (end, slot id, storage) in use
+        self.free: dict = {}       # (shape, dtype) -> heap of (slot id, storage) reusable
         self.plan = MemoryPlan()
         self.closure = self._view_closure()
         self.state_param = self._state_params()
@@ -173,17 +176,29 @@ class _Planner:
         return None
 
     def _slot_dest(self, i, n, o):
+        """The lowest-numbered slot of o's type whose contents died within REUSE_WINDOW nodes,
+        else a new one. Per type, occupied slots wait in a heap by the end of their contents
+        and dead ones in a heap by number, so planning stays linear in graph size."""
         if not self.slots_on or o.id in self.escaping:
             return None
         want = (tuple(o.type.shape), o.type.dtype)
-        for k, t in enumerate(self.plan.slots):
-            prev = self.slot_storage[k]
-            if (tuple(t.shape), t.dtype) == want and self.end[prev] < i <= self.end[prev] + \
-                    REUSE_WINDOW and prev in self.in_slot:
-                return self._occupy(k, o)
-        self.plan.slots.append(o.type)
-        self.slot_storage.append(None)
-        return self._occupy(len(self.plan.slots) - 1, o)
+        busy, free = self.busy.setdefault(want, []), self.free.setdefault(want, [])
+        while busy and busy[0][0] < i:     # contents dead; their end cannot move any more
+            end, k, prev = heapq.heappop(busy)
+            if self.end[prev] != end:       # an in-place write extended them meanwhile
+                heapq.heappush(busy, (self.end[prev], k, prev))
+            else:
+                heapq.heappush(free, (k, prev))
+        while free and self.end[free[0][1]] + REUSE_WINDOW < i:
+            heapq.heappop(free)             # dead too long ago: never reused again
+        if free:
+            k = heapq.heappop(free)[0]
+        else:
+            k = len(self.plan.slots)
+            self.plan.slots.append(o.type)
+            self.slot_storage.append(None)
+        heapq.heappush(busy, (self.end[o.id], k, o.id))
+        return self._occupy(k, o)
 
     def _occupy(self, k: int, o):
         self.slot_storage[k] = o.id
