@@ -18,6 +18,7 @@ from dualflow.ops.opdef import not_exportable
 from .context import LoweringContext, onnx_dtype
 from .dims import is_static
 from .errors import ExportError, describe_node
+from .fold_affine import fold_affine
 from .peephole import drop_trailing_empty_outputs, fuse_bias
 from .variants import array_of
 
@@ -211,8 +212,9 @@ class Exporter:
         return alias
 
     def finish(self, output_names: list) -> None:
-        """Merge repeated nodes, give the graph outputs their names, fuse bias additions into
-        Conv / Gemm (see peephole), then drop nodes and initializers nobody reads."""
+        """Merge repeated nodes, give the graph outputs their names, fold per-channel
+        scale-and-shift chains (eval-mode BatchNorm) and bias additions into Conv / Gemm (see
+        fold_affine, peephole), then drop nodes and initializers nobody reads."""
         alias = self._merge_repeats()
         produced = {o for n in self.nodes for o in n.output}
         claimed: dict = {}
@@ -229,6 +231,8 @@ class Exporter:
                 for i, name in enumerate(seq):
                     if name in claimed:
                         seq[i] = claimed[name]
+        if self.fold:
+            self.nodes = fold_affine(self.nodes, self.initializers, output_names, self.const)
         self.nodes = fuse_bias(self.nodes, self.initializers, output_names, self.const)
         drop_trailing_empty_outputs(self.nodes)
         live = set(output_names)

@@ -60,10 +60,18 @@ def _lower_lerp(ctx, node):
     return ctx.emit("Add", [start, ctx.emit("Mul", [ctx.emit("Sub", [end, start]), weight])])
 
 
+def _lower_assign(ctx, node):
+    """src itself when it already has x's shape (an in-place activation writes back a result of
+    the same shape: no Expand), else src broadcast to x's shape."""
+    value = ctx.input_as(node, 1, node.inputs[0].type.dtype)
+    if ctx.shape(node.inputs[1]) == ctx.shape(node.inputs[0]):
+        return value
+    return _lower_fill_like(ctx, node, value)
+
+
 assign = defop("assign", _assign_kernel, _like_target,
                vjp=lambda g, out, x, src: (_overwritten(g, x), g), saves=(), out_arg=True,
-               onnx=lambda ctx, node: _lower_fill_like(
-                   ctx, node, ctx.input_as(node, 1, node.inputs[0].type.dtype)),
+               onnx=_lower_assign,
                doc="x's shape and dtype, src's values (broadcast): the op behind `copy_`.")
 fill = defop("fill", _fill_kernel, _like_target,
              vjp=lambda g, out, x, value: (_overwritten(g, x),), saves=(), out_arg=True,

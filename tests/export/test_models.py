@@ -96,8 +96,8 @@ def test_a_sequence_loop_cannot_make_its_length_dynamic():
 
 
 def test_parameters_and_buffers_keep_their_state_dict_names():
-    model = cnn_with_batchnorm()
-    proto = to_onnx(model, (flow.randn(2, 1, 8, 8),))
+    model = cnn_with_batchnorm()  # constant folding off: BatchNorm stays out of the Convs
+    proto = to_onnx(model, (flow.randn(2, 1, 8, 8),), do_constant_folding=False)
     names = {t.name for t in proto.graph.initializer}
     assert set(model.state_dict()) - {"1.num_batches_tracked", "5.num_batches_tracked"} <= names
     weight = next(t for t in proto.graph.initializer if t.name == "0.weight")
@@ -171,7 +171,7 @@ def test_nn_graph_build_is_exported_for_inference():
     with flow.no_grad():
         want = model(x).softmax(-1).numpy()
     assert_close(run(proto, [x.numpy()]), [want])
-    assert "model.0.weight" in {t.name for t in proto.graph.initializer}
+    assert "model.9.weight" in {t.name for t in proto.graph.initializer}  # the Linear's
 
 
 def test_a_training_graph_is_refused():
