@@ -7,11 +7,11 @@ import os
 import sys
 import time
 
-from . import memory, micro
+from . import flops, memory, micro
 from .report import compute_ratios, environment
 from .systems import Skip, all_systems, to_numpy
 from .timing import describe_error, interleaved
-from .workloads import WORKLOADS, reference_weights
+from .workloads import REAL, WORKLOADS, reference_weights
 
 SETTINGS = {
     "full": {"reps": 21, "sample_s": 0.02, "warmup": 3},
@@ -122,12 +122,18 @@ def run(only: str | None, quick: bool, no_memory: bool, argv: list[str]) -> dict
                                      "status": f"skipped: {why}" if why else "ok"}
         if why is None:
             systems.append(s)
-    workloads = [w for w in WORKLOADS.values() if only in (None, w.name)]
+    # --quick keeps to the small workloads unless --only names a real one (its steps take 0.1-1 s)
+    workloads = [w for w in WORKLOADS.values()
+                 if only == w.name or (only is None and not (quick and w.name in REAL))]
     if workloads:
         log(f"priming every system on mlp_small at batch {PRIME_BATCH} (untimed) ...")
         prime(systems)
+    if workloads:
+        log("float32 GEMM peak ...")
+        report["gemm_peak"] = flops.gemm_peak()
     for wl in workloads:
         res = report["workloads"][wl.name] = {"batch": wl.batch, "description": wl.description}
+        res["flops"] = {task: flops.workload_flops(wl, task) for task in ("train", "infer")}
         for task in ("train", "infer"):
             res[task] = run_task(systems, task, wl, settings)
     for case in micro.CASES:

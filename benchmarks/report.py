@@ -262,6 +262,7 @@ def format_text(report: dict) -> str:
                   if "micro" in cells]
     if micro_rows:
         out += [_table(["micro-benchmark A / B", "ratio"], micro_rows), ""]
+    out += throughput_table(report)
     for name, wl in report["workloads"].items():
         out.append(f"{name} (batch {wl['batch']}): {wl['description']}")
         train, infer, mem = wl.get("train", {}), wl.get("infer", {}), wl.get("memory", {})
@@ -292,6 +293,35 @@ def format_text(report: dict) -> str:
         out += ["NOT MEASURED / FAILED"] + [f"  {p}" for p in problems] + [""]
     out += LEGEND
     return "\n".join(out)
+
+
+def throughput_table(report: dict) -> list[str]:
+    """Achieved GFLOP/s of every timed system per workload and task, with its share of the
+    float32 GEMM peak measured in the same run (empty when the run measured no workload)."""
+    peak = report.get("gemm_peak")
+    if not peak or not report["workloads"]:
+        return []
+    names = [n for n in report["systems"] if any(
+        wl.get(t, {}).get(n, {}).get("median_s") for wl in report["workloads"].values()
+        for t in ("train", "infer"))]
+    rows = []
+    for wl_name, wl in report["workloads"].items():
+        for task in ("train", "infer"):
+            work = wl.get("flops", {}).get(task)
+            if not work:
+                continue
+            cells = []
+            for n in names:
+                median = wl.get(task, {}).get(n, {}).get("median_s")
+                rate = work / median / 1e9 if median else None
+                cells.append("-" if rate is None else
+                             f"{_short(rate)} ({rate / peak['peak'] * 100:.0f}%)")
+            rows.append([wl_name, task, _short(work / 1e9)] + cells)
+    libs = ", ".join(f"{k} {v:.1f}" for k, v in peak.items() if k in ("numpy", "torch"))
+    head = (f"ACHIEVED GFLOP/s (% of this run's float32 GEMM peak, {peak['peak']:.1f} GFLOP/s: "
+            f"best {peak['size']}^3 matmul of {libs}); GFLOP = GEMM-like work of one step / "
+            "inference, training = 3x forward")
+    return [head, _table(["workload", "task", "GFLOP"] + names, rows), ""]
 
 
 def _problems(report: dict) -> list[str]:

@@ -1,8 +1,9 @@
 """Run the standard workloads in every available system, interleaved, and print ratios + medians.
 
     python benchmarks/run.py                    # full run (a few minutes on 2 cores)
-    python benchmarks/run.py --quick            # fewer repetitions, no torch.compile (< ~1 min)
-    python benchmarks/run.py --only cnn         # one workload (or micro case: op, chain)
+    python benchmarks/run.py --quick            # fewer repetitions, no torch.compile, small
+                                                # workloads only (< ~1 min)
+    python benchmarks/run.py --only resnet18    # one workload (or micro case: op, chain)
     python benchmarks/run.py --json out.json    # also write the report as JSON
     python benchmarks/run.py --threads 1        # every library on one thread
 
@@ -46,10 +47,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="fewer repetitions, skip torch.compile (about a minute)")
+                        help="fewer repetitions, skip torch.compile and the real models unless "
+                             "--only names one (about a minute)")
     parser.add_argument("--only", metavar="NAME",
-                        help="one workload (mlp_small, mlp_large, cnn, transformer) or micro "
-                             "case (op, chain)")
+                        help="one workload (mlp_small, mlp_large, cnn, transformer, resnet18, "
+                             "mobilenet_v2, gpt, lstm_lm) or micro case (op, chain)")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON here")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory probes")
     parser.add_argument("--threads", type=int, metavar="N",

@@ -6,7 +6,7 @@ update them in place as the other systems do.
 """
 from __future__ import annotations
 
-from .systems import Prepared, System
+from .systems import Prepared, Skip, System
 from .timing import first_call
 from .workloads import CLASSES, LR, MOMENTUM
 
@@ -49,6 +49,15 @@ def _self_attention(p, name, x, heads=4):
     return _linear(p, f"{name}.out_proj", out)
 
 
+HAND_WRITTEN = ("mlp_small", "mlp_large", "cnn", "transformer")
+
+
+def _check_written(workload) -> None:
+    if workload.name not in HAND_WRITTEN:
+        raise Skip(f"no hand-written JAX model of {workload.name} (JAX runs the small workloads "
+                   "only)")
+
+
 def forward(name: str, p: dict, x):
     import jax
     if name in ("mlp_small", "mlp_large"):
@@ -77,6 +86,7 @@ def _cross_entropy(logits, y):
 def train_jit(workload, x, y, weights) -> Prepared:
     import jax
     import jax.numpy as jnp
+    _check_written(workload)
 
     def loss_fn(p, xb, yb):
         return _cross_entropy(forward(workload.name, p, xb), yb)
@@ -103,6 +113,7 @@ def train_jit(workload, x, y, weights) -> Prepared:
 def infer_jit(workload, x, weights) -> Prepared:
     import jax
     import jax.numpy as jnp
+    _check_written(workload)
     jax.clear_caches()
     jitted = jax.jit(lambda p, xb: forward(workload.name, p, xb))
     params = jax_layout(weights)

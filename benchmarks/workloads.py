@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .models import GPT_CONFIG, LSTM_CONFIG, build_real
+
 LR = 0.01
 MOMENTUM = 0.9
 CLASSES = 10
@@ -21,14 +23,26 @@ class Workload:
     batch: int
     sample_shape: tuple      # one input sample, without the batch dimension
     description: str
+    vocab: int | None = None  # a language model: int64 token inputs, one target per token
 
     def data(self, batch: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """A float32 input batch and int64 targets (fixed seed: every system sees the same)."""
+        """The input batch (float32 images/features, or int64 tokens) and int64 targets, one per
+        sample or, for a language model, one per token (fixed seed: every system sees the same)."""
         rng = np.random.default_rng(seed)
         n = self.batch if batch is None else batch
+        if self.vocab is not None:
+            x = rng.integers(0, self.vocab, size=(n, *self.sample_shape), dtype=np.int64)
+            y = rng.integers(0, self.vocab, size=x.size, dtype=np.int64)
+            return x, y
         x = rng.standard_normal((n, *self.sample_shape), dtype=np.float32)
         y = rng.integers(0, CLASSES, size=n, dtype=np.int64)
         return x, y
+
+    def logits_shape(self, batch: int) -> tuple:
+        """The model's output shape at `batch` samples: (batch, classes) or (tokens, vocab)."""
+        if self.vocab is not None:
+            return (batch * int(np.prod(self.sample_shape)), self.vocab)
+        return (batch, CLASSES)
 
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
@@ -40,7 +54,22 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("transformer", 8, (64, 128),
              "post-norm encoder block (4 heads, d 128, FFN 512, GELU), mean over seq, "
              "Linear 128-10"),
+    Workload("resnet18", 8, (3, 64, 64),
+             "torchvision ResNet-18 (7x7 stem, BasicBlocks 64-512, BatchNorm, in-place ReLU), "
+             "10 classes"),
+    Workload("mobilenet_v2", 8, (3, 64, 64),
+             "torchvision MobileNetV2 width 1.0 (depthwise 3x3, BatchNorm, in-place ReLU6), "
+             "10 classes"),
+    Workload("gpt", 8, (GPT_CONFIG.block_size,),
+             "nanoGPT decoder: 4 layers, 4 heads, d 128, block 64, vocab 65, tied LM head",
+             vocab=GPT_CONFIG.vocab_size),
+    Workload("lstm_lm", 20, (LSTM_CONFIG.seq,),
+             "word_language_model LSTM: embedding 200, 2 layers x 200 hidden, sequence 35, "
+             "vocab 10000, batch-first", vocab=LSTM_CONFIG.ntoken),
 ]}
+# The standard workloads of the earlier tables, and the real models (benchmarks/models.py).
+SMALL = ("mlp_small", "mlp_large", "cnn", "transformer")
+REAL = ("resnet18", "mobilenet_v2", "gpt", "lstm_lm")
 
 def build_model(nn, name: str):
     """The workload's model, built from a PyTorch-compatible `nn` namespace: `dualflow.nn` and
@@ -60,6 +89,9 @@ def build_model(nn, name: str):
         return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(784, 10))
+    real = build_real(nn, name, CLASSES)
+    if real is not None:
+        return real
     if name == "transformer":
         return nn.Sequential(
             nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, activation="gelu",

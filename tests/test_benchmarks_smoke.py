@@ -10,16 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import harness, memory, report, timing
+from benchmarks import flops, harness, memory, report, timing
 from benchmarks.sys_dualflow import SYSTEMS as DUALFLOW
 from benchmarks.systems import Prepared, System, to_numpy
-from benchmarks.workloads import WORKLOADS, reference_weights
+from benchmarks.workloads import REAL, WORKLOADS, reference_weights
 
 REPO = Path(__file__).resolve().parent.parent
 SMOKE_BATCH = 2
 
 
-@pytest.mark.parametrize("name", list(WORKLOADS))
+# The real models take seconds per mode: a slow test each, the small ones stay in the default run.
+WORKLOAD_PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n in REAL else n for n in WORKLOADS]
+
+
+@pytest.mark.parametrize("name", WORKLOAD_PARAMS)
 def test_train_step_runs_and_modes_agree(name):
     wl = WORKLOADS[name]
     x, y = wl.data(batch=SMOKE_BATCH)
@@ -40,7 +44,7 @@ def test_train_step_runs_and_modes_agree(name):
         np.testing.assert_allclose(got, ref, rtol=1e-4, err_msg=mode)
 
 
-@pytest.mark.parametrize("name", list(WORKLOADS))
+@pytest.mark.parametrize("name", WORKLOAD_PARAMS)
 def test_inference_runs_and_modes_agree(name):
     wl = WORKLOADS[name]
     x, _ = wl.data(batch=1)
@@ -48,7 +52,7 @@ def test_inference_runs_and_modes_agree(name):
     for system in DUALFLOW:
         p = system.prepare_infer(wl, x, reference_weights(name))
         outs[system.name] = to_numpy(p.fn())
-        assert outs[system.name].shape == (1, 10)
+        assert outs[system.name].shape == wl.logits_shape(1)
         np.testing.assert_array_equal(to_numpy(p.check), outs[system.name])
     for mode, got in outs.items():
         np.testing.assert_allclose(got, outs["df_eager"], rtol=1e-4, atol=1e-5, err_msg=mode)
@@ -138,3 +142,58 @@ def test_run_py_end_to_end_micro(tmp_path):
 def test_prepared_defaults():
     p = Prepared(lambda: 1)
     assert p.release() is None and p.first_call_s is None
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_workloads_take_the_same_weights_in_torch(name):
+    """Same weights, same input: the PyTorch model written from the same code computes the same
+    logits (the benchmark's correctness check, at batch 1)."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.sys_dualflow import infer_eager
+    from benchmarks.sys_torch import model_with_weights
+    wl = WORKLOADS[name]
+    x, _ = wl.data(batch=1)
+    ours = to_numpy(infer_eager(wl, x, reference_weights(name)).check)
+    model = model_with_weights(wl, reference_weights(name)).eval()
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(x)).numpy()
+    assert ours.shape == theirs.shape == wl.logits_shape(1)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_language_model_data_are_tokens_with_one_target_per_token():
+    wl = WORKLOADS["lstm_lm"]
+    x, y = wl.data(batch=3)
+    assert x.shape == (3, 35) and x.dtype == np.int64 and y.shape == (105,)
+    assert 0 <= x.min() and x.max() < wl.vocab and y.max() < wl.vocab
+    assert wl.logits_shape(3) == (105, 10_000)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "cnn"])
+def test_convolution_flops_match_torchs_counter(name):
+    """Our hook count against PyTorch's own FLOP counter (which counts conv and linear alike)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from benchmarks.sys_torch import model_with_weights
+    wl = WORKLOADS[name]
+    model = model_with_weights(wl, reference_weights(name)).eval()
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(torch.from_numpy(wl.data(batch=1)[0]))
+    assert flops.workload_flops(wl, "infer") == counter.get_total_flops()
+    assert flops.workload_flops(wl, "train") == 3 * wl.batch * counter.get_total_flops()
+
+
+def test_sequence_model_flops_by_formula():
+    """LSTM: 4 gates of (input + hidden) x hidden per step and layer, then the decoder; GPT:
+    the Linear layers plus attention's two (block x block) products per layer."""
+    lstm = 2 * 35 * (4 * 200 * (200 + 200) * 2 + 200 * 10_000)
+    assert flops.workload_flops(WORKLOADS["lstm_lm"], "infer") == lstm
+    d, t, layers, vocab = 128, 64, 4, 65
+    per_layer = 2 * t * (d * 3 * d + d * d + 2 * d * 4 * d) + 2 * 2 * t * t * d
+    assert flops.workload_flops(WORKLOADS["gpt"], "infer") == layers * per_layer + 2 * t * d * vocab
+
+
+def test_gemm_peak_is_a_positive_rate():
+    peak = flops.gemm_peak()
+    assert peak["peak"] == max(v for k, v in peak.items() if k in ("numpy", "torch")) > 0
