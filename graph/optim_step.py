@@ -17,12 +17,12 @@ import dualflow as flow
 from dualflow.tensor import Tensor
 
 from .cache import GraphCache
+from .compiled_call import CompiledCall, OptimizerSnapshot
 from .compiler import compile_graph
 from .trace import Trace
 from .tracer import TraceError, TracedTensor, tracing
 
-_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # optimizer -> GraphCache
-_stepped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> keys run once
+_calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # optimizer -> CompiledCall
 
 
 class LrBinding:
@@ -83,19 +83,11 @@ def optimizer_step(opt) -> None:
     if tracing() is not None:   # inside an nn.Graph trace: the step is part of that graph
         return opt._step_all()
     live = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-    key = _signature(opt, live)
-    cache = _caches.get(opt)
-    if cache is None:
-        cache = _caches[opt] = GraphCache(f"{type(opt).__name__}.step")
-    entry = cache.get(key)
-    if entry is None:
-        stepped = _stepped.setdefault(opt, set())
-        if key not in stepped:     # first step of this signature: eagerly (state is created)
-            stepped.add(key)
-            return opt._step_all()
-        entry = _compile(opt, live)
-        cache.put(key, entry)
-    entry.run()
+    calls = _calls.get(opt)
+    if calls is None:
+        calls = _calls[opt] = CompiledCall(f"{type(opt).__name__}.step")
+    return calls.call(_signature(opt, live), (), lambda saved: _compile(opt, live),
+                      snapshot=lambda: OptimizerSnapshot([opt]), warm_up=opt._step_all)
 
 
 def _compile(opt, live: list) -> _StepEntry:
@@ -127,5 +119,5 @@ def _compile(opt, live: list) -> _StepEntry:
 
 def cache_info(opt) -> dict:
     """Hits, misses, traces and size of an optimizer's GRAPH-mode step cache."""
-    cache = _caches.get(opt)
-    return cache.info() if cache is not None else GraphCache(type(opt).__name__).info()
+    calls = _calls.get(opt)
+    return calls.info() if calls is not None else GraphCache(type(opt).__name__).info()

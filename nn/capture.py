@@ -18,6 +18,7 @@ in-place state update of the buffer the graph is bound to (same shape and dtype 
 """
 from __future__ import annotations
 
+from dualflow.graph.compiled_call import OptimizerSnapshot
 from dualflow.graph.pytree import contains_tensor, flatten, map_tensors, unflatten
 from dualflow.graph.tracer import TraceError, TracedTensor
 from dualflow.tensor import Tensor
@@ -60,8 +61,7 @@ class Snapshot:
                         for m in modules]
         self.grads = [(p, p.grad) for _, _, _, params in self.modules
                       for p in params.values() if p is not None]
-        self.optimizers = [(opt, {p: (s, dict(s)) for p, s in opt.state.items()},
-                            [(g, dict(g)) for g in opt.param_groups]) for opt in optimizers]
+        self.optimizers = OptimizerSnapshot(optimizers)
 
     def restore_attributes(self) -> None:
         """Module attributes and tables back as they were (tables bump `tree_version` only where
@@ -84,15 +84,7 @@ class Snapshot:
         self.restore_attributes()
         for p, g in self.grads:
             p.grad = g
-        for opt, state, groups in self.optimizers:
-            opt.state.clear()
-            for p, (inner, saved) in state.items():
-                inner.clear()
-                inner.update(saved)
-                opt.state[p] = inner
-            for group, saved in groups:
-                group.clear()
-                group.update(saved)
+        self.optimizers.restore()
 
 
 class StateCapture:

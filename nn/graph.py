@@ -17,7 +17,7 @@ import dualflow as flow
 from dualflow.eager.engine import add_arrays
 from dualflow.graph import Trace, TracedTensor, compile_graph, signature
 from dualflow.graph.trace import scope_names
-from dualflow.graph.cache import GraphCache
+from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.optim_step import LrBinding, check_state_in_place
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.mode import EAGER, mode
@@ -114,7 +114,7 @@ class Graph:
         object.__setattr__(self, "_modules", OrderedDict())
         self.config = GraphConfig()
         self._optimizers: list = []
-        self._cache = GraphCache(type(self).__name__)
+        self._cache = CompiledCall(type(self).__name__)
         self._debug_level = -1
         self._last = None
         self._warmed = False
@@ -218,53 +218,41 @@ class Graph:
         if len(args) not in self._arities_checked:
             self._check_arity(args)
         walks = [module_tree(root) for root in self._modules.values()]
-        if self._optimizers and not self._warmed:
-            snapshot = Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers])
-            try:
-                with mode(EAGER):
-                    out = self._step(args)
-            except BaseException:
-                snapshot.restore()
-                raise
-            self._warmed = True
-            out = _detach_tree(out)
+        attrs = tuple(a for w in walks for a in w.attrs)
+        if attrs:
+            call = (args, tuple(read_state(attrs)))
+            leaves, structure = flatten_args(call)
         else:
-            attrs = tuple(a for w in walks for a in w.attrs)
-            if attrs:
-                call = (args, tuple(read_state(attrs)))
-                leaves, structure = flatten_args(call)
-            else:
-                call = None
-                leaves, structure = flatten_args(args)
-            training = tuple([m.training for w in walks for m in w.modules])
-            versions = tuple([opt._version for opt, _ in self._optimizers])
-            key = signature(leaves, (structure, training, self.config.version, versions,
-                                     tuple([w.key for w in walks])))
-            entry = self._cache.get(key)
-            if entry is None:
-                out, entry = self._first_run(walks, (args, ()) if call is None else call,
-                                             leaves, attrs)
-                entry.walks = walks   # alive with the entry: the ids in the key stay theirs
-                self._cache.put(key, entry)
-            else:
-                out = entry.run(leaves)
-            if entry is not self._last:   # (our __setattr__ costs a Python call)
-                self._last = entry
+            call = (args, ())
+            leaves, structure = flatten_args(args)
+        training = tuple([m.training for w in walks for m in w.modules])
+        versions = tuple([opt._version for opt, _ in self._optimizers])
+        key = signature(leaves, (structure, training, self.config.version, versions,
+                                 tuple([w.key for w in walks])))
+
+        def compile(snapshot):
+            entry = self._compile(call, leaves, attrs, snapshot)
+            entry.walks = walks   # alive with the entry: the ids in the key stay theirs
+            return entry
+
+        out = self._cache.call(
+            key, (leaves,), compile,
+            snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),
+            warm_up=(lambda: self._warm_up(args)) if self._optimizers and not self._warmed
+            else None)
+        if self._cache.newest is not self._last:   # (our __setattr__ costs a Python call)
+            self._last = self._cache.newest
         for _, sch in self._optimizers:
             if sch is not None:
                 sch.step()
         return out
 
-    def _first_run(self, walks, call, leaves, attrs):
-        """Trace, compile and run once; on any failure everything the call touched (modules,
-        gradients, optimizer state and groups) is put back and nothing is cached."""
-        snapshot = Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers])
-        try:
-            entry = self._compile(call, leaves, attrs, snapshot)
-            return entry.run(leaves), entry
-        except BaseException:
-            snapshot.restore()
-            raise
+    def _warm_up(self, args):
+        """The first call of a training graph, eagerly: optimizers create their state then."""
+        with mode(EAGER):
+            out = self._step(args)
+        self._warmed = True
+        return _detach_tree(out)
 
     def _step(self, args):
         """One call's work, identical when run eagerly or traced."""

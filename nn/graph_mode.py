@@ -8,8 +8,8 @@ unchanged, compiled. Compiled graphs are cached per module and input signature.
 from __future__ import annotations
 
 from dualflow.eager import engine
-from dualflow.graph.cache import GraphCache
 from dualflow.graph.call_flags import checkpoint_scopes, is_checkpointed
+from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.compiler import compile_graph
 from dualflow.graph.memory import aliases_input
 from dualflow.graph.passes.checkpoint import checkpoint_pass
@@ -46,24 +46,19 @@ def module_call(module, args: tuple, kwargs: dict):
     training = tuple([m.training for m in walk.modules])
     scopes = checkpoint_scopes(module) if needs_grad else ()
     key = signature(leaves, (structure, training, needs_grad, scopes, walk.key))
-    cache = module.__dict__.get("_graph_cache")
-    if cache is None:
-        cache = module.__dict__["_graph_cache"] = GraphCache(type(module).__name__)
-    entry = cache.get(key)
-    if entry is not None:
-        return entry.run(leaves)
-    snapshot = Snapshot(walk.modules)
-    try:
+    calls = module.__dict__.get("_graph_cache")
+    if calls is None:
+        calls = module.__dict__["_graph_cache"] = CompiledCall(type(module).__name__)
+
+    def compile(snapshot):
         entry = _compile(module, walk, (args, kwargs, ()) if call is None else call, leaves,
                          needs_grad, params, scopes, snapshot)
-        out = entry.run(leaves)
-    except BaseException:
-        snapshot.restore()
-        raise
-    reason = _attribute_changes(cache.newest.walk, walk) if cache.newest is not None else ""
-    entry.walk = walk   # alive with the entry: the ids in the key stay theirs
-    cache.put(key, entry, reason)
-    return out
+        entry.walk = walk   # alive with the entry: the ids in the key stay theirs
+        return entry
+
+    return calls.call(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
+                      reason=lambda: _attribute_changes(calls.newest.walk, walk)
+                      if calls.newest is not None else "")
 
 
 def _attribute_changes(old: Walk, new: Walk) -> str:

@@ -1,0 +1,67 @@
+"""The one compiled-call mechanism behind the three front ends: `nn.Graph`, GRAPH-mode Module
+calls (`nn/graph_mode.py`) and compiled optimizer steps (`optim_step.py`).
+
+Each front end builds its cache key (`trace.signature` of the call's tensor leaves plus what else
+its graph depends on) and says how to compile; `CompiledCall.call` does the rest, the same way
+for all three: replay a cached entry; else, when the front end asks for a warm-up (optimizers
+create their state lazily on their first step, as in PyTorch), run the call eagerly once; else
+trace, compile and run. A warm-up, trace, compile or first run that raises puts back everything
+the call touched (the front end's snapshot) and caches nothing, so the next good call starts from
+where the failed one did.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .cache import GraphCache
+
+
+class CompiledCall(GraphCache):
+    """A bounded cache of compiled entries (`entry.run(*args)`) and the calling rule above."""
+
+    def __init__(self, name: str, capacity: int = 32, warn_after: int = 8):
+        super().__init__(name, capacity, warn_after)
+        self.warmed: set = set()   # keys whose warm-up call has run
+
+    def call(self, key, run_args: tuple, compile: Callable, *, snapshot: Callable | None = None,
+             warm_up: Callable | None = None, reason: Callable | None = None):
+        """`compile(saved)` -> an entry, given what `snapshot()` saved (or None); `warm_up()`, if
+        given, runs the call eagerly the first time this key is seen; `reason()` says what
+        changed since the last compile, for the retrace warning."""
+        entry = self.get(key)
+        if entry is not None:
+            return entry.run(*run_args)
+        saved = snapshot() if snapshot is not None else None
+        try:
+            if warm_up is not None and key not in self.warmed:
+                out = warm_up()
+                self.warmed.add(key)
+                return out
+            entry = compile(saved)
+            out = entry.run(*run_args)
+        except BaseException:
+            if saved is not None:
+                saved.restore()
+            raise
+        self.put(key, entry, reason() if reason is not None else "")
+        return out
+
+
+class OptimizerSnapshot:
+    """An optimizer's state and parameter groups as they were, to put back after a failed call
+    (a traced step that failed would otherwise leave traced tensors in the state)."""
+
+    def __init__(self, optimizers):
+        self.saved = [(opt, {p: (s, dict(s)) for p, s in opt.state.items()},
+                       [(g, dict(g)) for g in opt.param_groups]) for opt in optimizers]
+
+    def restore(self) -> None:
+        for opt, state, groups in self.saved:
+            opt.state.clear()
+            for p, (inner, saved) in state.items():
+                inner.clear()
+                inner.update(saved)
+                opt.state[p] = inner
+            for group, saved in groups:
+                group.clear()
+                group.update(saved)
