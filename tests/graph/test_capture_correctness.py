@@ -489,3 +489,23 @@ def test_a_strided_input_keeps_its_layout_in_the_trace():
             model(base)   # C-ordered: contiguous() is the input itself, changed in place
         np.testing.assert_array_equal(base.numpy(), np.ones((2, 3)))
         np.testing.assert_array_equal(out[1].numpy(), np.full((3, 2), 2.0))
+
+
+def test_a_compiled_optimizer_step_that_cannot_be_traced_leaves_the_state_as_it_was(graph_mode):
+    class Replaces(flow.optim.SGD):
+        """Replaces its state tensor instead of updating it in place: not traceable."""
+        def _update(self, p, grad, state, group):
+            state["last"] = grad * 1.0
+            p.sub_(grad * group["lr"])
+
+    p = nn.Parameter(flow.ones(3))
+    opt = Replaces([p], lr=0.1)
+    p.grad = flow.ones(3)
+    opt.step()   # the first step of a signature runs eagerly (and creates the state)
+    opt.step()   # so does the first with the state in place (the state's keys are in the key)
+    with pytest.raises(TraceError, match="replaced its state 'last'"):
+        opt.step()
+    assert type(opt.state[p]["last"]) is flow.Tensor   # the eager step's, not a traced one
+    with flow.mode(flow.EAGER):
+        opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), np.full(3, 0.7), rtol=1e-6)
