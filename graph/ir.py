@@ -56,8 +56,45 @@ def _short(v) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+class Uses:
+    """The use-def index: for every value, the nodes reading it (each node once, in the order
+    they were added). Passes ask it instead of rebuilding reader maps; the rewrite driver
+    (passes/rewrite.py) keeps it current as it replaces, adds and removes nodes."""
+
+    def __init__(self, nodes: list):
+        self._readers: dict = {}   # value id -> {id(node): node}
+        for n in nodes:
+            self.add(n)
+
+    def add(self, node: Node) -> None:
+        for v in node.inputs:
+            self._readers.setdefault(v.id, {})[id(node)] = node
+
+    def remove(self, node: Node) -> None:
+        for v in node.inputs:
+            readers = self._readers.get(v.id)
+            if readers is not None:
+                readers.pop(id(node), None)
+
+    def readers(self, value: Value) -> list:
+        return list(self._readers.get(value.id, {}).values())
+
+    def count(self, value: Value) -> int:
+        return len(self._readers.get(value.id, ()))
+
+    def replace_all(self, old: Value, new: Value) -> None:
+        """Every reader of `old` reads `new` instead."""
+        moved = self._readers.pop(old.id, {})
+        for node in moved.values():
+            node.inputs = [new if v.id == old.id else v for v in node.inputs]
+        self._readers.setdefault(new.id, {}).update(moved)
+
+
 class Graph:
-    """inputs → nodes → outputs, plus params/consts bound by reference and state updates."""
+    """inputs → nodes → outputs, plus params/consts bound by reference and state updates.
+
+    `uses()` is the use-def index of `nodes`, built on first use; assigning `nodes` drops it
+    (a pass that rebuilt the list), `add_node` keeps it."""
 
     def __init__(self, name: str = "graph"):
         self.name = name
@@ -68,6 +105,28 @@ class Graph:
         self.outputs: list[Value] = []
         self.state_updates: list[tuple] = []  # (eager Tensor, Value): write value into tensor
         self._next_id = 0
+
+    @property
+    def nodes(self) -> list:
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: list) -> None:
+        self._nodes = nodes
+        self._uses = None
+
+    def uses(self) -> Uses:
+        if self._uses is None:
+            self._uses = Uses(self._nodes)
+        return self._uses
+
+    def set_nodes(self, nodes: list, uses: Uses) -> None:
+        """Install a node list together with its (already current) use-def index."""
+        self._nodes, self._uses = nodes, uses
+
+    def escaping(self) -> set:
+        """Ids of the values the caller sees: outputs and state values."""
+        return {v.id for v in self.outputs} | {v.id for _, v in self.state_updates}
 
     # ---- construction ---------------------------------------------------------------------
     def new_value(self, vtype: TensorType, kind: str, producer=None, ref=None, name="") -> Value:
@@ -96,7 +155,9 @@ class Graph:
         types = out_types if isinstance(out_types, tuple) else (out_types,)
         node = Node(op, list(inputs), dict(attrs), [], scope, source)
         node.outputs = [self.new_value(t, "node", producer=node) for t in types]
-        self.nodes.append(node)
+        self._nodes.append(node)
+        if self._uses is not None:
+            self._uses.add(node)
         return node
 
     # ---- inspection -----------------------------------------------------------------------
@@ -122,14 +183,6 @@ class Graph:
             if v.ref is tensor:
                 return v.name or repr(v)
         return f"<tensor {tuple(tensor.shape)}>"
-
-    def users(self) -> dict:
-        """value id -> list of nodes reading it."""
-        out: dict = {}
-        for n in self.nodes:
-            for v in n.inputs:
-                out.setdefault(v.id, []).append(n)
-        return out
 
     def verify(self) -> None:
         """Def-before-use, single assignment, and every node's types against its op's rule."""

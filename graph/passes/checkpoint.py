@@ -13,7 +13,6 @@ block's residual stream is kept too (`_stream`), so recomputation runs segment b
 from __future__ import annotations
 
 from ..ir import Graph, Node
-from .rewrite import escaping
 
 
 def in_scope(scope: str, prefix: str) -> bool:
@@ -41,7 +40,7 @@ def _checkpoint_scope(graph: Graph, scope: str) -> None:
     made = {o.id: i for i in forward for o in nodes[i].outputs}
     if not made:
         return
-    boundary = escaping(graph)    # read by the forward outside the scope, or by the caller
+    boundary = graph.escaping()    # read by the forward outside the scope, or by the caller
     backward_reads: dict = {}     # value id -> positions of backward readers
     inner_readers: dict = {}      # value id -> number of forward nodes in the scope reading it
     for j, n in enumerate(nodes):

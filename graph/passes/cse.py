@@ -4,7 +4,7 @@ same attrs) reuses the earlier result. Small constants with equal contents are m
 from __future__ import annotations
 
 from ..ir import Graph
-from .rewrite import remap_outputs, rewire
+from .rewrite import ANY, remap_outputs, rewrite
 
 _MAX_CONST_ELEMENTS = 64
 
@@ -25,34 +25,34 @@ def _const_key(v):
     return (tuple(v.type.shape), v.type.dtype.name, str(v.type.device), arr.tobytes())
 
 
-def cse(graph: Graph) -> Graph:
-    replace: dict = {}
-    seen_consts: dict = {}
+def _merge_consts(graph: Graph) -> None:
+    """Small constants with equal contents become one."""
+    uses, replaced = graph.uses(), {}
+    seen: dict = {}
     consts = []
     for v in graph.consts:
         key = _const_key(v)
-        if key is not None and key in seen_consts:
-            replace[v.id] = seen_consts[key]
+        if key is not None and key in seen:
+            uses.replace_all(v, seen[key])
+            replaced[v.id] = seen[key]
             continue
         if key is not None:
-            seen_consts[key] = v
+            seen[key] = v
         consts.append(v)
     graph.consts = consts
-    seen: dict = {}
-    nodes = []
-    for n in graph.nodes:
-        rewire(n, replace)
+    remap_outputs(graph, replaced)
+
+
+def cse(graph: Graph) -> Graph:
+    _merge_consts(graph)
+    seen: dict = {}   # (op, input ids, attrs) -> the first node computing it
+
+    def reuse(rw, n):
         attrs = _attrs_key(n.attrs) if n.op.pure else None
         if attrs is None:
-            nodes.append(n)
-            continue
-        key = (n.op.name, id(n.op), tuple(v.id for v in n.inputs), attrs)
-        prev = seen.get(key)
-        if prev is None:
-            seen[key] = n
-            nodes.append(n)
-        else:
-            replace.update({o.id: p for o, p in zip(n.outputs, prev.outputs)})
-    graph.nodes = nodes
-    remap_outputs(graph, replace)
-    return graph
+            return None
+        prev = seen.setdefault((n.op.name, id(n.op), tuple(v.id for v in n.inputs), attrs), n)
+        return None if prev is n else tuple(prev.outputs)
+
+    rules = {ANY: reuse}
+    return rewrite(graph, rules, escaping=rules)

@@ -15,7 +15,7 @@ import numpy as np
 from dualflow.ops.opdef import TensorType
 
 from ..ir import Graph
-from .rewrite import emit, escaping, remap_outputs, rewire
+from .rewrite import Rewriter, rewrite
 
 
 def _scalar(graph: Graph, value: float, like):
@@ -24,33 +24,19 @@ def _scalar(graph: Graph, value: float, like):
     return graph.add_const(xp.asarray(value, dtype=t.dtype.np), TensorType((), t.dtype, t.device))
 
 
-def _gelu(graph: Graph, n, into: list):
+def _gelu(rw: Rewriter, n):
     """0.5 * x * (1 + erf(x * sqrt(0.5))), exactly as activation._gelu_kernel computes it."""
-    x = n.inputs[0]
+    x, g = n.inputs[0], rw.graph
     if n.attrs.get("approximate", "none") != "none" or not x.type.dtype.is_floating_point:
         return None
-    half_x = emit(graph, into, "mul", [x, _scalar(graph, 0.5, x)], n)
-    scaled = emit(graph, into, "mul", [x, _scalar(graph, math.sqrt(0.5), x)], n)
-    cdf2 = emit(graph, into, "add", [emit(graph, into, "erf", [scaled], n),
-                                     _scalar(graph, 1.0, x)], n)
-    return emit(graph, into, "mul", [half_x, cdf2], n)
+    half_x = rw.emit_op("mul", [x, _scalar(g, 0.5, x)], n)
+    scaled = rw.emit_op("mul", [x, _scalar(g, math.sqrt(0.5), x)], n)
+    cdf2 = rw.emit_op("add", [rw.emit_op("erf", [scaled], n), _scalar(g, 1.0, x)], n)
+    return rw.emit_op("mul", [half_x, cdf2], n)
 
 
 RULES = {"gelu": _gelu}
 
 
 def decompose(graph: Graph) -> Graph:
-    replace: dict = {}
-    seen = escaping(graph)
-    nodes: list = []
-    for n in graph.nodes:
-        rewire(n, replace)
-        rule = RULES.get(n.op.name)
-        new = rule(graph, n, nodes) if rule is not None and n.outputs[0].id not in seen else None
-        if new is None:
-            nodes.append(n)
-        else:
-            replace[n.outputs[0].id] = new
-    graph.nodes = nodes
-    remap_outputs(graph, replace)
-    return graph
+    return rewrite(graph, RULES)   # a value the caller sees keeps its op

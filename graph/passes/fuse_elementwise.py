@@ -17,17 +17,6 @@ def fusible(node: Node) -> bool:
     return node.op.elementwise and node.op.pure and len(node.outputs) == 1
 
 
-def _readers(graph: Graph) -> dict:
-    """value id -> the distinct nodes reading it; graph outputs and states read by `None`."""
-    readers: dict = {}
-    for n in graph.nodes:
-        for vid in dict.fromkeys(v.id for v in n.inputs):
-            readers.setdefault(vid, []).append(n)
-    for v in graph.outputs + [v for _, v in graph.state_updates]:
-        readers.setdefault(v.id, []).append(None)
-    return readers
-
-
 def groups(graph: Graph) -> dict:
     """id(root node) -> the group's nodes in order, for every group of two or more nodes (and
     big single ops that gain from running block by block).
@@ -35,7 +24,12 @@ def groups(graph: Graph) -> dict:
     Trees first: a node absorbs its inputs' groups when it is their only reader. Then a group
     whose result is read only from inside one other group joins it (`(e + 1) * e`), visiting
     producers from last to first so that chains of such groups collapse."""
-    readers = _readers(graph)
+    uses, escaping = graph.uses(), graph.escaping()
+
+    def readers(v) -> list:
+        """The nodes reading v; the caller (graph outputs and states) reads it as `None`."""
+        return uses.readers(v) + ([None] if v.id in escaping else [])
+
     group: dict = {}      # id(root) -> its group's nodes
     root_of: dict = {}    # id(node) -> id(root of its group)
     for n in graph.nodes:
@@ -48,7 +42,7 @@ def groups(graph: Graph) -> dict:
         members = []
         for v in dict.fromkeys(n.inputs):
             p = v.producer
-            if v.kind == "node" and id(p) in group and readers.get(v.id) == [n]:
+            if v.kind == "node" and id(p) in group and readers(v) == [n]:
                 members += group.pop(id(p))
         group[id(n)] = members + [n]
         for m in group[id(n)]:
@@ -56,7 +50,7 @@ def groups(graph: Graph) -> dict:
     for n in reversed(graph.nodes):
         if id(n) not in group:
             continue
-        users = readers.get(n.outputs[0].id, [])
+        users = readers(n.outputs[0])
         roots = {root_of.get(id(u)) if u is not None else None for u in users}
         if len(roots) == 1 and None not in roots and roots != {id(n)}:
             (target,) = roots

@@ -12,7 +12,6 @@ from __future__ import annotations
 from ..fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step, body_of, scalar_of
 from ..ir import Graph, Node
 from .fuse_elementwise import fusible
-from .rewrite import escaping
 
 
 def _epilogue_body(user: Node, product) -> tuple[FusedBody, list]:
@@ -31,11 +30,7 @@ def _epilogue_body(user: Node, product) -> tuple[FusedBody, list]:
 
 
 def fuse_matmul(graph: Graph) -> Graph:
-    readers: dict = {}
-    for n in graph.nodes:
-        for vid in {v.id for v in n.inputs}:
-            readers.setdefault(vid, []).append(n)
-    seen = escaping(graph)
+    uses, seen = graph.uses(), graph.escaping()
     states = {v.id for _, v in graph.state_updates}
     fused: dict = {}   # id(epilogue node) -> replacement
     dropped: set = set()
@@ -43,7 +38,7 @@ def fuse_matmul(graph: Graph) -> Graph:
         if n.op.name != "matmul" or not n.op.pure:
             continue
         product = n.outputs[0]
-        users = readers.get(product.id, [])
+        users = uses.readers(product)
         if product.id in seen or len(users) != 1 or not product.type.shape:
             continue
         user = users[0]

@@ -1,9 +1,96 @@
-"""Small helpers the passes share: rewiring readers to replacement values, making nodes."""
+"""The rewrite driver: a pass is a table of rules, `op name -> rule`, run in one forward sweep.
+
+A rule is `rule(rw, node) -> None | Value | tuple of Values`: None keeps the node; otherwise the
+node is dropped and its outputs are replaced by the returned values (one per output). Rules may
+emit new nodes (`rw.emit`), which take the node's place in order. Because the sweep runs forward
+and replacements rewire every reader at once, a rule sees its inputs already rewritten, so
+chains collapse in one sweep (`neg(neg(neg(x)))`).
+
+The driver keeps the graph's use-def index (`Graph.uses()`) current, so rules ask
+`rw.readers(v)` instead of rebuilding reader maps, and one sweep costs time linear in the
+graph. The rule under the key `ANY` is tried on every node whose op has no rule of its own.
+Values the caller sees (outputs, state values) are only rewritten by the `escaping` table.
+"""
 from __future__ import annotations
 
-from ..ir import Graph, Node
+from typing import Callable
+
+from ..ir import Graph, Node, Value
+
+ANY = "*"
+Rule = Callable[["Rewriter", Node], "Value | tuple | None"]
 
 
+class Rewriter:
+    """One sweep's state, handed to every rule."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.uses = graph.uses()
+        self.escaping = graph.escaping()
+        self.nodes: list = []       # the rewritten node list, in order
+        self.replaced: dict = {}    # value id -> Value (for outputs and state values)
+        self.local = {id(n) for n in graph.nodes}  # a split graph's inputs have outside producers
+
+    def producer(self, v: Value) -> Node | None:
+        """The node of this graph that computes v, or None (inputs, params, constants)."""
+        p = v.producer
+        return p if p is not None and id(p) in self.local else None
+
+    def readers(self, v: Value) -> int:
+        """How many nodes read v (each node once)."""
+        return self.uses.count(v)
+
+    def escapes(self, v: Value) -> bool:
+        return v.id in self.escaping
+
+    def emit(self, op, inputs: list, attrs: dict, like: Node) -> Value:
+        """Add a node before the one being rewritten; returns its (first) output."""
+        from dualflow.ops.opdef import infer_type
+        node = make_node(self.graph, op, inputs, attrs,
+                         infer_type(op, tuple(v.type for v in inputs), attrs), like)
+        self.nodes.append(node)
+        self.local.add(id(node))
+        self.uses.add(node)
+        return node.outputs[0]
+
+    def emit_op(self, op_name: str, inputs: list, like: Node, **attrs) -> Value:
+        from dualflow.ops.opdef import REGISTRY
+        return self.emit(REGISTRY[op_name], inputs, attrs, like)
+
+    def replace(self, node: Node, values: tuple) -> None:
+        """Drop `node`; every reader of its outputs reads `values` instead."""
+        self.uses.remove(node)
+        self.local.discard(id(node))
+        for old, new in zip(node.outputs, values):
+            self.uses.replace_all(old, new)
+            self.replaced[old.id] = new
+
+
+def rewrite(graph: Graph, rules: dict, escaping: dict | None = None) -> Graph:
+    """Run `rules` over the graph in one forward sweep (see the module docstring)."""
+    rw = Rewriter(graph)
+    for n in graph.nodes:
+        table = escaping if any(o.id in rw.escaping for o in n.outputs) else rules
+        rule = table.get(n.op.name, table.get(ANY)) if table else None
+        new = rule(rw, n) if rule is not None else None
+        if new is None:
+            rw.nodes.append(n)
+            continue
+        values = new if isinstance(new, tuple) else (new,)
+        if len(values) != len(n.outputs):
+            raise ValueError(f"rewrite rule for {n.op.name} returned {len(values)} values for "
+                             f"{len(n.outputs)} outputs  # {n.where()}")
+        if values[0] is n.outputs[0]:   # the rule kept the node
+            rw.nodes.append(n)
+            continue
+        rw.replace(n, values)
+    graph.set_nodes(rw.nodes, rw.uses)
+    remap_outputs(graph, rw.replaced)
+    return graph
+
+
+# ---- helpers for passes that build node lists themselves (amp, checkpointing) ---------------
 def rewire(node: Node, replace: dict) -> None:
     """Point the node's inputs at their replacements (value id -> Value)."""
     if replace:
@@ -24,11 +111,6 @@ def make_node(graph: Graph, op, inputs: list, attrs: dict, out_types, like: Node
     node = Node(op, list(inputs), dict(attrs), [], like.scope, like.source, like.grad_enabled)
     node.outputs = [graph.new_value(t, "node", producer=node) for t in types]
     return node
-
-
-def escaping(graph: Graph) -> set:
-    """Ids of values the caller sees: outputs and state values."""
-    return {v.id for v in graph.outputs} | {v.id for _, v in graph.state_updates}
 
 
 def emit(graph: Graph, into: list, op_name: str, inputs: list, like: Node, **attrs):

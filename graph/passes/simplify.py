@@ -1,5 +1,6 @@
-"""Algebraic simplification: rewrite rules, one small function per op, applied in one forward
-sweep (a rule sees its inputs already simplified, so chains collapse).
+"""Algebraic simplification: rewrite rules, one small function per op, run by the rewrite driver
+(passes/rewrite.py) in one forward sweep (a rule sees its inputs already simplified, so chains
+collapse).
 
 A rule returns the Value that replaces the node's output, or None to keep the node; rules may
 add nodes (via `Rewriter.emit`) that take the node's place. Removed identities: cast to the same
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Graph
-from .rewrite import escaping, make_node, remap_outputs, rewire
+from .rewrite import Rewriter, rewrite
 
 _SMALL = 64
 
@@ -33,49 +34,25 @@ def _same_type(a, b) -> bool:
     return tuple(a.type.shape) == tuple(b.type.shape) and a.type.dtype is b.type.dtype
 
 
-class Rewriter:
-    def __init__(self, graph: Graph):
-        self.graph = graph
-        self.nodes: list = []
-        self.readers: dict = {}
-        for n in graph.nodes:
-            for vid in {v.id for v in n.inputs}:
-                self.readers[vid] = self.readers.get(vid, 0) + 1
-        self.seen = escaping(graph)
-        self.local = {id(n) for n in graph.nodes}  # a split graph's inputs have outside producers
+def _permuted(rw: Rewriter, v, dims, like):
+    """v permuted by dims, cancelling against a permute that made v."""
+    src = rw.producer(v)
+    if src is not None and src.op.name == "permute":
+        dims = tuple(src.attrs["dims"][d] for d in dims)
+        v = src.inputs[0]
+    if dims == tuple(range(len(dims))):
+        return v
+    return rw.emit(_op("permute"), [v], {"dims": dims}, like)
 
-    def producer(self, v):
-        """The node of this graph that computes v, or None (inputs, params, constants)."""
-        p = v.producer
-        return p if p is not None and id(p) in self.local else None
 
-    def emit(self, op, inputs, attrs, like):
-        """Add a new node before the one being rewritten; returns its output Value."""
-        from dualflow.ops.opdef import infer_type
-        node = make_node(self.graph, op, inputs, attrs,
-                         infer_type(op, tuple(v.type for v in inputs), attrs), like)
-        self.nodes.append(node)
-        self.local.add(id(node))
-        return node.outputs[0]
-
-    def permute(self, v, dims, like):
-        """v permuted by dims, cancelling against a permute that made v."""
-        src = self.producer(v)
-        if src is not None and src.op.name == "permute":
-            dims = tuple(src.attrs["dims"][d] for d in dims)
-            v = src.inputs[0]
-        if dims == tuple(range(len(dims))):
-            return v
-        return self.emit(_op("permute"), [v], {"dims": dims}, like)
-
-    def reshape(self, v, shape, like):
-        """v reshaped, looking through a reshape that made v."""
-        src = self.producer(v)
-        if src is not None and src.op.name == "reshape":
-            v = src.inputs[0]
-        if tuple(v.type.shape) == tuple(shape):
-            return v
-        return self.emit(_op("reshape"), [v], {"shape": tuple(shape)}, like)
+def _reshaped(rw: Rewriter, v, shape, like):
+    """v reshaped, looking through a reshape that made v."""
+    src = rw.producer(v)
+    if src is not None and src.op.name == "reshape":
+        v = src.inputs[0]
+    if tuple(v.type.shape) == tuple(shape):
+        return v
+    return rw.emit(_op("reshape"), [v], {"shape": tuple(shape)}, like)
 
 
 def _op(name):
@@ -95,7 +72,7 @@ def _permute(rw, n):
     if dims == tuple(range(len(dims))):
         return x
     if src is not None and src.op.name == "permute":
-        return rw.permute(x, dims, n)
+        return _permuted(rw, x, dims, n)
     return _transposed_product(rw, n)
 
 
@@ -106,9 +83,9 @@ def _transposed_product(rw, n):
     src = rw.producer(x)
     if src is not None and src.op.name == "matmul" and dims == (1, 0) and \
             len(src.inputs[0].type.shape) == 2 and len(src.inputs[1].type.shape) == 2 and \
-            rw.readers.get(x.id) == 1 and x.id not in rw.seen:
+            rw.readers(x) == 1 and not rw.escapes(x):
         a, b = src.inputs
-        return rw.emit(src.op, [rw.permute(b, (1, 0), n), rw.permute(a, (1, 0), n)], {}, n)
+        return rw.emit(src.op, [_permuted(rw, b, (1, 0), n), _permuted(rw, a, (1, 0), n)], {}, n)
     return None
 
 
@@ -123,7 +100,7 @@ def _reshape(rw, n):
         return x
     src = rw.producer(x)
     if src is not None and src.op.name == "reshape":
-        return rw.reshape(x, n.outputs[0].type.shape, n)
+        return _reshaped(rw, x, n.outputs[0].type.shape, n)
     return None
 
 
@@ -136,8 +113,8 @@ def _matmul(rw, n):
             src is not None and src.op.view and src.op.name != "reshape"):
         return None
     rows = math.prod(a.type.shape[:-1])
-    product = rw.emit(n.op, [rw.reshape(a, (rows, a.type.shape[-1]), n), b], {}, n)
-    return rw.reshape(product, n.outputs[0].type.shape, n)
+    product = rw.emit(n.op, [_reshaped(rw, a, (rows, a.type.shape[-1]), n), b], {}, n)
+    return _reshaped(rw, product, n.outputs[0].type.shape, n)
 
 
 def _sum_to(rw, n):
@@ -148,7 +125,7 @@ def _sum_to(rw, n):
     if tuple(x.type.shape) == out:
         return x
     src = rw.producer(x)
-    if src is None or src.op.name != "matmul" or rw.readers.get(x.id) != 1:
+    if src is None or src.op.name != "matmul" or rw.readers(x) != 1:
         return None
     a, b = src.inputs
     batch = tuple(a.type.shape[:-2])
@@ -156,8 +133,8 @@ def _sum_to(rw, n):
                                                                  b.type.shape[-1]):
         return None
     nb, k = len(batch), a.type.shape[-1] * math.prod(batch)
-    rows = rw.permute(a, (nb,) + tuple(range(nb)) + (nb + 1,), n)   # [m, *batch, k]
-    return rw.emit(src.op, [rw.reshape(rows, (out[0], k), n), rw.reshape(b, (k, out[1]), n)],
+    rows = _permuted(rw, a, (nb,) + tuple(range(nb)) + (nb + 1,), n)   # [m, *batch, k]
+    return rw.emit(src.op, [_reshaped(rw, rows, (out[0], k), n), _reshaped(rw, b, (k, out[1]), n)],
                    {}, n)
 
 
@@ -194,19 +171,4 @@ OUTPUT_RULES = {"permute": _transposed_product}
 
 
 def simplify(graph: Graph) -> Graph:
-    rw = Rewriter(graph)
-    replace: dict = {}
-    for n in graph.nodes:
-        rewire(n, replace)
-        new = None
-        if len(n.outputs) == 1:
-            rule = (OUTPUT_RULES if n.outputs[0].id in rw.seen else RULES).get(n.op.name)
-            new = rule(rw, n) if rule is not None else None
-        if new is None:
-            rw.nodes.append(n)
-        elif new is not n.outputs[0]:
-            replace[n.outputs[0].id] = new   # its readers now read `new` (rules count them)
-            rw.readers[new.id] = rw.readers.get(new.id, 0) + rw.readers.get(n.outputs[0].id, 0)
-    graph.nodes = rw.nodes
-    remap_outputs(graph, replace)
-    return graph
+    return rewrite(graph, RULES, OUTPUT_RULES)
