@@ -72,6 +72,7 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
     kept = persistent_slots(plan)
     held = [(f"S{k}", [(tuple(plan.slots[k].shape), plan.slots[k].dtype.np)], False)
             for k in kept]   # (name, buffer types, is a tuple of scratch buffers)
+    kept_ids = set(kept)   # asked once per slot: a list made generate quadratic
 
     def scratch_for(types) -> str | None:
         if any(math.prod(shape) * np.dtype(dtype).itemsize > PERSISTENT_SLOT_BYTES
@@ -91,7 +92,7 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
         if on_node is not None:
             lines.append("    _t = _now()")
         for k in plan.slot_alloc.get(i, ()):
-            if k in kept:
+            if k in kept_ids:
                 continue
             t = plan.slots[k]
             env[f"D{k}"] = t.dtype.np
@@ -109,7 +110,7 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
             lines.append(f"    _node_done({i}, _t)")
         names.update({v.id: f"v{v.id}" for v in n.outputs})
         dead = [names[d] for d in frees.get(i, ()) if not names[d].startswith("C")]
-        dead += [f"S{k}" for k in plan.slot_free.get(i, ()) if k not in kept]
+        dead += [f"S{k}" for k in plan.slot_free.get(i, ()) if k not in kept_ids]
         if dead:
             lines.append(f"    del {', '.join(dead)}")
     lines += _state_writes(graph, plan, names, env)
