@@ -1,11 +1,12 @@
 """NumPy code for fused elementwise bodies: ufuncs writing with `out=` into a few reused buffers.
 
 Each step is one line. Where a step's op is a plain ufunc on its inputs' own dtype, the line calls
-that ufunc directly (`TEMPLATES`, checked against the op kernels by tests/graph/test_fusion_*): the
-same ufunc in the same order, so the fused result is bit-identical to the unfused graph. Any
-other op calls its own kernel (with `out=` when it takes one). Intermediates live in the output
-buffer or in scratch buffers that are reused as soon as their value is dead, in place when the
-ufunc allows it, so a chain of n ops allocates one or two arrays instead of n.
+that ufunc directly (the OpDef's `cpu` template, checked against the op kernels by
+tests/graph/test_fusion_property.py and tests/ops/test_fused_code.py): the same ufunc in the
+same order, so the fused result is bit-identical to the unfused graph. Any other op
+(`cpu=by_kernel(...)`) calls its own kernel (with `out=` when it takes one). Intermediates live
+in the output buffer or in scratch buffers that are reused as soon as their value is dead, in
+place when the ufunc allows it, so a chain of n ops allocates one or two arrays instead of n.
 """
 from __future__ import annotations
 
@@ -14,64 +15,23 @@ import linecache
 import re
 
 from dualflow.ops.constants import zeros_view
-
-# op name -> (template, dtype rule, alias_safe). {0},{1},{2}: arguments, {o}: the destination;
-# names before "(" are functions of xp. `same`: every argument has the result's dtype; `float`:
-# same and floating (the kernels promote integers first); `cmp`: arguments share a dtype; `any`:
-# no condition. alias_safe: `out` may share memory with any argument (a single ufunc call, or a
-# first call that consumes every argument).
-_U = "{name}({args}, out={{o}})"
-
-
-def _ufunc(name: str, arity: int, rule: str) -> tuple:
-    return (_U.format(name=name, args=", ".join(f"{{{i}}}" for i in range(arity))), rule, True)
-
-
-TEMPLATES = {
-    **{op: _ufunc(fn, 2, "same") for op, fn in [
-        ("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("maximum", "maximum"),
-        ("minimum", "minimum"), ("pow", "power"), ("fmod", "fmod"),
-        ("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
-        ("bitwise_xor", "bitwise_xor")]},
-    # integers go through the kernels, which raise on a division by zero as eager mode does
-    **{op: _ufunc(op, 2, "float") for op in ["floor_divide", "remainder"]},
-    **{op: _ufunc(fn, 1, "same") for op, fn in [
-        ("neg", "negative"), ("abs", "absolute"), ("square", "square"), ("sign", "sign"),
-        ("bitwise_not", "invert")]},
-    "div": _ufunc("true_divide", 2, "float"),
-    **{op: _ufunc(op, 1, "float") for op in [
-        "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal", "sin", "cos",
-        "tan", "tanh", "floor", "ceil", "trunc"]},
-    **{op: _ufunc(fn, 2, "cmp") for op, fn in [
-        ("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
-        ("gt", "greater"), ("ge", "greater_equal")]},
-    **{op: _ufunc(op, 2, "any") for op in ["logical_and", "logical_or", "logical_xor"]},
-    **{op: _ufunc(op, 1, "any") for op in ["logical_not", "isnan", "isinf", "isfinite"]},
-    "relu": ("maximum({0}, {zero}, out={o})", "same", True),   # {zero}: see ops/constants.py
-    "rsqrt": ("sqrt({0}, out={o}); true_divide(1, {o}, out={o})", "float", True),
-    "identity": ("copyto({o}, {0})", "same", True),
-    "cast": ("copyto({o}, {0}, casting='unsafe')", "any", True),
-    "broadcast_to": ("copyto({o}, {0})", "same", True),
-}
-
-
-def _rule_holds(rule: str, out_type, arg_types) -> bool:
-    dt = out_type.dtype
-    if rule == "same":
-        return all(t.dtype is dt for t in arg_types)
-    if rule == "float":
-        return dt.is_floating_point and all(t.dtype is dt for t in arg_types)
-    if rule == "cmp":
-        return all(t.dtype is arg_types[0].dtype for t in arg_types)
-    return True
+from dualflow.ops.fused_code import CpuTemplate
+from dualflow.ops.opdef import REGISTRY
 
 
 def template_for(op, out_type, arg_types):
-    """(template, alias_safe) when `op` on these types is a plain ufunc call, else None."""
-    entry = TEMPLATES.get(op.name)
-    if entry is None or not _rule_holds(entry[1], out_type, arg_types):
+    """(template, alias_safe) when `op` on these types is a plain ufunc call (its OpDef's `cpu`
+    fact, ops/fused_code.py), else None."""
+    entry = op.cpu
+    if type(entry) is not CpuTemplate or not entry.code or not entry.holds(out_type, arg_types):
         return None
-    return entry[0], entry[2]
+    return entry.code, entry.alias_safe
+
+
+def special_lines(op):
+    """The op's statement generator for fused code (`where`), or None."""
+    entry = op.cpu
+    return entry.lines if type(entry) is CpuTemplate else None
 
 
 def fill_template(template: str, args: list, dest: str | None, zero: str) -> str:
@@ -82,34 +42,13 @@ def fill_template(template: str, args: list, dest: str | None, zero: str) -> str
     return template.format(*args, o=dest, zero=zero)
 
 
-def _positive_zero(value) -> bool:
-    return value is not None and value == 0 and str(value)[0] != "-"
-
-
-def where_lines(args: list, dest: str, itemsize: int, scalars: tuple) -> tuple[list, set]:
-    """`where(c, x, y)` as bit selection, `(x & m) | (y & ~m)` with m = -c in unsigned ints of
-    the result's width: the same bits as `xp.where` (NaN payloads and signed zeros included),
-    without its per-element branch (20x slower on random masks, e.g. a ReLU's gradient).
-    A +0 constant operand drops its half. Returns (lines, alias-safe argument positions)."""
-    c, x, y = args
-    u = f"xp.uint{8 * itemsize}"
-    m, view = f"{dest}_mask", f"{dest}.view({u})"
-    lines = [f"{m} = {c}.astype({u})", f"negative({m}, out={m})"]
-    if _positive_zero(scalars[2]):
-        return lines + [f"bitwise_and({x}.view({u}), {m}, out={view})"], {0, 1, 2}
-    if _positive_zero(scalars[1]):
-        return lines + [f"invert({m}, out={m})",
-                        f"bitwise_and({y}.view({u}), {m}, out={view})"], {0, 1, 2}
-    return lines + [f"bitwise_and({x}.view({u}), {m}, out={view})", f"invert({m}, out={m})",
-                    f"bitwise_or({view}, bitwise_and({y}.view({u}), {m}), out={view})"], {0, 1}
-
-
-SPECIAL = {"where": where_lines}
+# op name -> statement generator, derived from the OpDefs (for graph/passes/fuse_elementwise.py)
+SPECIAL = {op.name: op.cpu.lines for op in REGISTRY.values() if special_lines(op) is not None}
 
 
 def can_write_out(step) -> bool:
     """Whether the body whose last step is `step` can write into a given buffer."""
-    return step.op.name in TEMPLATES or step.op.name in SPECIAL or step.op.out_arg
+    return type(step.op.cpu) is CpuTemplate or step.op.out_arg
 
 
 _counter = itertools.count()
@@ -178,8 +117,8 @@ class _BodyCompiler:
         """Whether step j is ufunc calls (which broadcast their arguments themselves)."""
         s = self.steps[j]
         types = list(self.body.input_types) + [t.type for t in self.steps]
-        return s.op.name in SPECIAL or template_for(s.op, s.type, [types[a] for a in s.args]) \
-            is not None
+        return special_lines(s.op) is not None or \
+            template_for(s.op, s.type, [types[a] for a in s.args]) is not None
 
     def _elided(self) -> dict:
         """Broadcasts whose readers are all ufunc calls need no code: the ufuncs broadcast.
@@ -255,9 +194,9 @@ class _BodyCompiler:
         """Arguments of step j that may share memory with its destination."""
         s = self.steps[j]
         tmpl = template_for(s.op, s.type, [self.types()[a] for a in s.args])
-        if s.op.name in SPECIAL:
-            safe_pos = SPECIAL[s.op.name](["c", "x", "y"], "d", s.type.dtype.itemsize,
-                                          self._scalars(s))[1]
+        special = special_lines(s.op)
+        if special is not None:
+            safe_pos = special(["c", "x", "y"], "d", s.type.dtype.itemsize, self._scalars(s))[1]
         elif tmpl is not None:
             safe_pos = range(len(s.args)) if tmpl[1] else []
         else:
@@ -337,7 +276,7 @@ class _BodyCompiler:
         arg_types = [self.types()[a] for a in s.args]
         args = [self.where[a] for a in s.args]
         tmpl = template_for(s.op, s.type, arg_types)
-        special = SPECIAL.get(s.op.name)
+        special = special_lines(s.op)
         dest = None
         if tmpl is not None or special is not None or s.op.out_arg:
             if j == self.root and self.root_writes and self._reusable("o", j, self._safe_refs(j)):

@@ -3,56 +3,38 @@
 Each step becomes one C statement over per-element locals (`T t2 = t1 > 0 ? t1 : (T)0;`), so the
 whole group reads its inputs once and writes its result once, on one kernel launch; CuPy does the
 broadcasting. float16 steps compute in float and round on the store, as CUDA's half math needs.
-A body with an op that has no C expression here runs step by step through the op kernels (which
-work on CuPy too). This path only runs with `xp is cupy`: it is not exercised without a GPU (the
-tests check the generated C source only).
+Each op's C expression is its OpDef's `cuda` fact (ops/fused_code.py). A body with a step that
+has none for its dtypes (`by_kernel`, e.g. integer division, which must raise on a zero divisor)
+runs step by step through the op kernels (which work on CuPy too). This path only runs with
+`xp is cupy`: without a GPU, tests/ops/test_fused_code.py compiles the generated C source of every
+op's expression with nvcc (where nvcc is installed).
 """
 from __future__ import annotations
 
-# op name -> C expression over the arguments {0}, {1}, {2}; {t} is the step's C type; attrs by
-# name ({min}, {max}, {beta}, {threshold}). NumPy's NaN rules are kept (maximum propagates NaN).
-C_EXPR = {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
-    "neg": "-{0}", "square": "{0} * {0}", "reciprocal": "({t})1 / {0}",
-    "exp": "exp({0})", "expm1": "expm1({0})", "log": "log({0})", "log1p": "log1p({0})",
-    "log2": "log2({0})", "log10": "log10({0})", "sqrt": "sqrt({0})", "rsqrt": "rsqrt({0})",
-    "sin": "sin({0})", "cos": "cos({0})", "tan": "tan({0})", "tanh": "tanh({0})",
-    "erf": "erf({0})", "abs": "({0} < 0 ? -{0} : {0})", "floor": "floor({0})",
-    "ceil": "ceil({0})", "trunc": "trunc({0})",
-    "sign": "({t})(({0} > 0) - ({0} < 0))",
-    "maximum": "(({0} != {0} || {0} > {1}) ? {0} : {1})",
-    "minimum": "(({0} != {0} || {0} < {1}) ? {0} : {1})",
-    "relu": "(({0} != {0} || {0} > 0) ? {0} : ({t})0)",
-    "pow": "pow({0}, {1})", "fmod": "fmod({0}, {1})",
-    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
-    "gt": "{0} > {1}", "ge": "{0} >= {1}",
-    "logical_and": "({0} && {1})", "logical_or": "({0} || {1})",
-    "logical_xor": "(!{0} != !{1})", "logical_not": "!{0}",
-    "isnan": "isnan({0})", "isinf": "isinf({0})", "isfinite": "isfinite({0})",
-    "where": "({0} ? {1} : {2})", "cast": "({t}){0}", "identity": "{0}", "broadcast_to": "{0}",
-    "sigmoid": "({t})1 / (({t})1 + exp(-{0}))",
-    "silu": "{0} / (({t})1 + exp(-{0}))",
-    "gelu": "({t})0.5 * {0} * (({t})1 + erf({0} * ({t})0.7071067811865476))",
-    "softplus": "({0} * ({t}){beta} > ({t}){threshold} ? {0} : "
-                "log1p(exp({0} * ({t}){beta})) / ({t}){beta})",
-    "hardtanh": "min(max({0}, ({t}){min}), ({t}){max})",
-}
-_GELU_TANH = ("({t})0.5 * {0} * (({t})1 + tanh(({t})0.7978845608028654 * "
-              "({0} + ({t})0.044715 * {0} * {0} * {0})))")
+from dualflow.ops.fused_code import by_kernel
 
 _CTYPE = {"float16": "float", "float32": "float", "float64": "double", "int8": "signed char",
           "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
           "bool": "bool"}
 
 
-def _expression(step) -> str | None:
-    if step.op.name == "gelu" and step.attrs.get("approximate", "none") == "tanh":
-        return _GELU_TANH
-    if step.op.name == "clamp":
-        lo, hi = step.attrs.get("min"), step.attrs.get("max")
-        expr = "{0}" if lo is None else "max({0}, ({t})%r)" % lo
-        return expr if hi is None else "min(%s, ({t})%r)" % (expr, hi)
-    return C_EXPR.get(step.op.name)
+def expression(op, arg_types, out_type, attrs) -> str | None:
+    """The step's C expression: the OpDef's `cuda` fact (ops/fused_code.py), a string or a rule
+    of the step's types and attrs; None (or `by_kernel`) when the step needs the op's kernel."""
+    rule = op.cuda
+    if rule is None or type(rule) is by_kernel:
+        return None
+    return rule if isinstance(rule, str) else rule(arg_types, out_type, attrs)
+
+
+def _argument(name: str, arg_type, step_type) -> str:
+    """An argument as the step computes with it: float16 as float (CUDA's half has no math), and
+    integers or bools as the step's float type where the step's result is floating (true
+    division and float math of integers compute in floats, as the kernels do)."""
+    a, s = arg_type.dtype, step_type.dtype
+    if a.name == "float16" or (s.is_floating_point and not a.is_floating_point):
+        return f"(({_CTYPE[s.name] if s.is_floating_point else 'float'}){name})"
+    return name
 
 
 def kernel_source(body) -> tuple[str, str, str] | None:
@@ -63,10 +45,12 @@ def kernel_source(body) -> tuple[str, str, str] | None:
     ins = ", ".join(f"{t.dtype.name} x{i}" for i, t in enumerate(body.input_types))
     ops = []
     for j, s in enumerate(body.steps):
-        expr = _expression(s)
+        arg_types = [types[a] for a in s.args]
+        expr = expression(s.op, arg_types, s.type, s.attrs)
         if expr is None:
             return None
-        args = [f"x{a}" if a < n else f"t{a - n}" for a in s.args]
+        args = [_argument(f"x{a}" if a < n else f"t{a - n}", t, s.type)
+                for a, t in zip(s.args, arg_types)]
         ctype = _CTYPE[types[n + j].dtype.name]
         attrs = {k: v for k, v in s.attrs.items() if isinstance(v, (int, float))}
         ops.append(f"{ctype} t{j} = ({ctype})({expr.format(*args, t=ctype, **attrs)});")

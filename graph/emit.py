@@ -2,21 +2,19 @@
 
 The memory planner asks `writes_out` / `inplace_positions` (may this node write into a given
 buffer, and may that buffer be one of its inputs?); codegen asks `call` for the expression.
-Plain ufunc ops call the ufunc directly, fused nodes call their generated kernel, everything
-else calls its OpDef kernel with the attrs written inline: no dispatch and no `partial` per call.
+Plain ufunc ops call the ufunc directly (the OpDef's `cpu` template), fused nodes call their
+generated kernel, ops with a `specialize` fact call the function it binds for the node's types
+(float sums: the plan the eager kernel picks), everything else calls its OpDef kernel with the
+attrs written inline: no dispatch and no `partial` per call.
 """
 from __future__ import annotations
 
 from functools import partial
 
 from dualflow.ops.constants import zeros_view
-from dualflow.ops.core import sum_to_plan
-from dualflow.ops.sums import sum_plan
 
 from .elementwise_cpu import fill_template, kernel_call, template_for
 from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL
-
-_SLOT_OPS = ("matmul",)  # non-elementwise ops whose `out=` is a plain result buffer
 
 
 def _template(node):
@@ -31,7 +29,7 @@ def writes_out(node) -> bool:
         return False
     if node.op is FUSED_ELEMENTWISE:
         return node.attrs["body"].writes_out
-    if node.op is FUSED_MATMUL or node.op.name in _SLOT_OPS:
+    if node.op is FUSED_MATMUL or node.op.out_buffer:
         return True
     return node.op.elementwise and (node.op.out_arg or _template(node) is not None)
 
@@ -80,49 +78,13 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp,
         if plain:  # a ufunc returns its result (its out= buffer when given)
             return code, dest is not None
         return f"({', '.join(parts)}, {dest})[-1]", True  # calls that fill dest, then dest
-    lowered = _lowered(node, i, args, env) if xp.__name__ == "numpy" else None
-    if lowered is not None:
-        return lowered, False
-    if node.op.name == "matmul" and _two_dim(node):   # the kernel's own `dot`, called directly
-        env["_dot"] = xp.dot
-        return f"_dot({args[0]}, {args[1]}{f', out={dest}' if dest else ''})", True
-    lower = _LOWER_CALLS.get(node.op.name)
-    lowered = lower(node, i, args, env, xp) if lower is not None and dest is None else None
-    if lowered is not None:
-        return lowered, True
+    special = node.op.specialize and node.op.specialize(xp, *[v.type for v in node.inputs],
+                                                        **node.attrs)
+    if special:   # the kernel's own choice for these types, bound once (OpDef.specialize)
+        env[f"_S{i}"] = special
+        return f"_S{i}({', '.join(args)}{f', out={dest}' if dest else ''})", dest is not None
     env[f"K{i}"] = node.op.kernel
     return kernel_call(f"K{i}", args, node.attrs, env, f"A{i}", dest), dest is not None
-
-
-def _lowered(node, i: int, args: list, env: dict) -> str | None:
-    """Float sums call the plan their NumPy kernel would pick (ops/sums.py), bound at compile
-    time: the same arithmetic, without the per-call argument handling and plan lookup."""
-    x = node.inputs[0].type if node.inputs else None
-    if x is None or not x.dtype.is_floating_point or node.op.name not in ("sum", "sum_to"):
-        return None
-    shape = tuple(x.shape)
-    if node.op.name == "sum":
-        dim, keep = node.attrs.get("dim"), node.attrs.get("keepdim", False)
-        axes = None if dim is None or not shape else ((dim,) if isinstance(dim, int) else
-                                                     tuple(dim))
-        env[f"_S{i}"] = sum_plan(shape, x.dtype.np, axes, bool(keep))
-    else:
-        target = tuple(node.attrs["shape"])
-        if target == shape:
-            return None
-        env[f"_S{i}"] = sum_to_plan(shape, target, x.dtype.np)
-    return f"_S{i}({args[0]})"
-
-
-def _lower_permute(node, i, args, env, xp):
-    """The permute kernel's own `transpose` call, without the kernel's call around it (`.T`,
-    the same view, for a matrix: a Linear layer's weight, twice as fast as the call)."""
-    dims = tuple(node.attrs["dims"])
-    return f"{args[0]}.T" if dims == (1, 0) else f"{args[0]}.transpose({dims!r})"
-
-
-# op name -> lowering to an inline expression (None: call the kernel)
-_LOWER_CALLS = {"permute": _lower_permute}
 
 
 def _two_dim(node) -> bool:

@@ -25,20 +25,17 @@ from . import emit
 from .ir import Graph
 
 REUSE_WINDOW = 16
-# not view ops, but their kernels may return (a view of) their input: einsum('ij->ji'), a move
-# to the device the array is already on
-_VIEW_KERNELS = ("einsum", "to_device", "check_index")
 
 
 def aliases_input(node) -> bool:
     """Whether the node's result may share memory with its first input: views, and the kernels
-    that hand back their input itself when there is nothing to do."""
+    that may hand back their input itself (the OpDef's `returns_input`: einsum('ij->ji'), a
+    cast to the same dtype)."""
     op = node.op
-    if op.view or op.name in _VIEW_KERNELS:
+    if op.view or op.returns_input is True:
         return True
-    if op.name in ("sum_to", "cast") and node.inputs:   # when there is nothing to do
-        a, b = node.inputs[0].type, node.outputs[0].type
-        return (tuple(a.shape), a.dtype) == (tuple(b.shape), b.dtype)
+    if op.returns_input and node.inputs:
+        return op.returns_input(node.inputs[0].type, node.outputs[0].type)
     return False
 
 

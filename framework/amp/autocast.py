@@ -1,11 +1,12 @@
 """`autocast`: eager mixed precision, as `torch.autocast`, with the policy of `policy.py`.
 
-Inside the region, an op in `LOW_PRECISION_OPS` whose inputs are on the region's device type
-gets its other floating inputs cast to the low-precision dtype (float64 stays, as in PyTorch) and returns
-that dtype; an op in `FLOAT32_OPS` gets float16/bfloat16 inputs cast to float32. The casts are
-`cast` ops, so gradients flow back in each input's own dtype, and a Module call compiled under
-GRAPH mode traces them like any op: the compiled graph does eager's arithmetic. The state is per
-thread (as PyTorch's); `autocast_state()` is its hashable summary for compiled-call cache keys.
+Inside the region, an op with `amp="low"` (its OpDef's fact) whose inputs are on the region's
+device type gets its other floating inputs cast to the low-precision dtype (float64 stays, as in
+PyTorch) and returns that dtype; an op with `amp="float32"` gets float16/bfloat16 inputs cast to
+float32. The casts are `cast` ops, so gradients flow back in each input's own dtype, and a Module
+call compiled under GRAPH mode traces them like any op: the compiled graph does eager's
+arithmetic. The state is per thread (as PyTorch's); `autocast_state()` is its hashable summary for
+compiled-call cache keys.
 
 dispatch.apply consults `dispatch.AUTOCAST_OPS` (op -> cast rule), which is empty unless some
 thread is inside an enabled region, so code outside autocast pays one dict test per op.
@@ -17,8 +18,7 @@ import threading
 
 from .. import dtype as dt
 from ..ops import dispatch
-from ..ops.opdef import REGISTRY
-from .policy import FLOAT32_OPS, LOW_PRECISION_OPS, low_precision_dtype
+from .policy import low_precision_dtype, ops_with
 
 
 class _State(threading.local):
@@ -72,8 +72,8 @@ def _cast_to_float32(op, inputs):
                  for x in inputs)
 
 
-_RULES = {**{REGISTRY[n]: _cast_to_low for n in LOW_PRECISION_OPS},
-          **{REGISTRY[n]: _cast_to_float32 for n in FLOAT32_OPS}}
+_RULES = {**{op: _cast_to_low for op in ops_with("low")},
+          **{op: _cast_to_float32 for op in ops_with("float32")}}
 
 
 class autocast:  # noqa: N801 - PyTorch's name

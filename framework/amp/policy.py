@@ -1,18 +1,21 @@
-"""Which ops mixed precision runs in low precision and which in float32: one table for eager
-`autocast` and for compiled graphs' `config.enable_amp` (graph/passes/amp.py).
+"""Which ops mixed precision runs in low precision and which in float32: each OpDef's `amp`
+fact, read by eager `autocast` and by compiled graphs' `config.enable_amp` (graph/passes/amp.py).
 
 Matrix products and convolutions (forward and their backward products) gain most from float16 /
-bfloat16 and keep accuracy, since their kernels accumulate in float32. Softmax, log-sum-exp,
-norms and losses lose accuracy in low precision, so autocast gives them float32 inputs (PyTorch's
-"autocast to float32" list); every other op runs in the dtype its inputs have.
+bfloat16 and keep accuracy, since their kernels accumulate in float32: `amp="low"`. Softmax,
+log-sum-exp, norms and losses lose accuracy in low precision, so autocast gives them float32
+inputs (PyTorch's "autocast to float32" list): `amp="float32"`. Every other op (`amp=None`) runs
+in the dtype its inputs have.
 """
 from __future__ import annotations
 
 from .. import dtype as dt
+from ..ops.opdef import REGISTRY, OpDef
 
-LOW_PRECISION_OPS = ("matmul", "conv2d", "conv2d_weight", "conv_transpose2d", "einsum")
-FLOAT32_OPS = ("softmax", "log_softmax", "logsumexp", "vector_norm", "cross_entropy",
-               "binary_cross_entropy")
+
+def ops_with(policy: str) -> tuple[OpDef, ...]:
+    """The registered ops whose `amp` fact is `policy` ("low" or "float32")."""
+    return tuple(op for op in REGISTRY.values() if op.amp == policy)
 
 
 def low_precision_dtype(dtype, device_type: str, who: str) -> dt.DType:

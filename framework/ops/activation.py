@@ -16,6 +16,8 @@ from ..tensor import Tensor
 from . import rules
 from .arith import add, div, mul, neg, sub
 from .compare import clamp, clamp_op, gt, logical_and, lt, where
+from .compare import cuda_clamp
+from .fused_code import CpuTemplate, by_kernel
 from .opdef import defop
 from .precision import in_float32, widened
 from .unary import _erf_kernel, abs_, erf, exp, expm1, floating, tanh
@@ -129,23 +131,40 @@ def _relu_kernel(xp, x, out=None):
     return xp.maximum(x, 0, out=out)
 
 
+_SEVERAL = "several NumPy calls: the fused code calls the kernel"
+
+
+def _cuda_gelu(arg_types, out_type, attrs) -> str:
+    if attrs.get("approximate", "none") == "tanh":
+        return ("({t})0.5 * {0} * (({t})1 + tanh(({t})0.7978845608028654 * "
+                "({0} + ({t})0.044715 * {0} * {0} * {0})))")
+    return "({t})0.5 * {0} * (({t})1 + erf({0} * ({t})0.7071067811865476))"
+
+
 sigmoid = defop("sigmoid", _sigmoid_kernel, rules.same_float,
                 vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),), saves=(), saves_out=True,
-                elementwise=True, out_arg=True, onnx="Sigmoid")
+                elementwise=True, out_arg=True, onnx="Sigmoid",
+                cpu=by_kernel(_SEVERAL), cuda="({t})1 / (({t})1 + exp(-{0}))")
 relu_op = defop("relu", _relu_kernel, rules.same,
                 vjp=lambda g, out, x: (where(gt(out, 0), g, 0),), saves=(), saves_out=True,
-                elementwise=True, out_arg=True, onnx=_lower_relu)
+                elementwise=True, out_arg=True, onnx=_lower_relu,
+                cpu=CpuTemplate("maximum({0}, {zero}, out={o})", "same"),  # ops/constants.py
+                cuda="(({0} != {0} || {0} > 0) ? {0} : ({t})0)")
 gelu_op = defop("gelu", widened(_gelu_kernel), rules.same_float, vjp=_gelu_vjp, saves=(0,),
-                elementwise=True, onnx=_lower_gelu)
+                elementwise=True, onnx=_lower_gelu, cpu=by_kernel(_SEVERAL), cuda=_cuda_gelu)
 silu_op = defop("silu", _silu_kernel, rules.same_float, vjp=_silu_vjp, saves=(0,),
-                elementwise=True, onnx=_lower_silu)
+                elementwise=True, onnx=_lower_silu, cpu=by_kernel(_SEVERAL),
+                cuda="{0} / (({t})1 + exp(-{0}))")
 softplus_op = defop("softplus", _softplus_kernel, rules.same_float, vjp=_softplus_vjp,
-                    saves=(0,), elementwise=True, onnx=_lower_softplus)
+                    saves=(0,), elementwise=True, onnx=_lower_softplus, cpu=by_kernel(_SEVERAL),
+                    cuda="({0} * ({t}){beta} > ({t}){threshold} ? {0} : "
+                         "log1p(exp({0} * ({t}){beta})) / ({t}){beta})")
+# clamp whose gradient is zero at the bounds too (PyTorch's hardtanh, relu6).
 hardtanh_op = defop(
     "hardtanh", clamp_op.kernel, rules.same,
     vjp=lambda g, out, x, min, max: (where(logical_and(gt(x, min), lt(x, max)), g, 0),),
-    saves=(0,), elementwise=True, out_arg=True, onnx=clamp_op.onnx,
-    doc="clamp whose gradient is zero at the bounds too (PyTorch's hardtanh, relu6).")
+    saves=(0,), elementwise=True, out_arg=True, onnx=clamp_op.onnx, cpu=clamp_op.cpu,
+    cuda=cuda_clamp)
 
 
 def _activate(input, inplace: bool, fn) -> Tensor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import dtype as dt
 from ..tensor import Tensor
 from . import rules
+from .fused_code import CUDA_FLOOR_DIVIDE, CUDA_REMAINDER, by_kernel, cuda_rule, ufunc
 from .opdef import TensorType, defop
 
 _BIN = dict(promote=True, elementwise=True, out_arg=True)
@@ -100,37 +101,47 @@ def _lower_remainder(ctx, node):
 
 
 add = defop("add", lambda xp, x, y, out=None: xp.add(x, y, out=out), rules.broadcast,
-            vjp=lambda g, out, x, y: (g, g), saves=(), onnx="Add", **_BIN)
+            vjp=lambda g, out, x, y: (g, g), saves=(), onnx="Add", **_BIN,
+            cpu=ufunc("add", 2, "same"), cuda="{0} + {1}")
 sub = defop("sub", lambda xp, x, y, out=None: xp.subtract(x, y, out=out), rules.broadcast,
-            vjp=lambda g, out, x, y: (g, neg(g)), saves=(), onnx="Sub", **_BIN)
+            vjp=lambda g, out, x, y: (g, neg(g)), saves=(), onnx="Sub", **_BIN,
+            cpu=ufunc("subtract", 2, "same"), cuda="{0} - {1}")
 mul = defop("mul", lambda xp, x, y, out=None: xp.multiply(x, y, out=out), rules.broadcast,
             vjp=lambda g, out, x, y: (_grad_if(x, lambda: mul(g, y)),
                                       _grad_if(y, lambda: mul(g, x))),
-            onnx="Mul", **_BIN)
+            onnx="Mul", **_BIN, cpu=ufunc("multiply", 2, "same"), cuda="{0} * {1}")
 div = defop("div", _div_kernel, _float_result,
             vjp=lambda g, out, x, y: (_grad_if(x, lambda: div(g, y)),
                                       _grad_if(y, lambda: neg(div(mul(g, out), y)))),
-            saves_out=True, onnx="Div", **_BIN)
+            saves_out=True, onnx="Div", **_BIN, cpu=ufunc("true_divide", 2, "float"),
+            cuda="{0} / {1}")
 neg = defop("neg", lambda xp, x, out=None: xp.negative(x, out=out), rules.same,
-            vjp=lambda g, out, x: (neg(g),), saves=(), elementwise=True, out_arg=True, onnx="Neg")
+            vjp=lambda g, out, x: (neg(g),), saves=(), elementwise=True, out_arg=True, onnx="Neg",
+            cpu=ufunc("negative", 1, "same"), cuda="-{0}")
+# x / y rounded down (Python's //); zero gradients.
 floor_divide = defop(
     "floor_divide", _floor_divide_kernel, rules.broadcast,
-    vjp=_zero_grads, saves=(), onnx=_lower_floor_divide,
-    doc="x / y rounded down (Python's //); zero gradients.", **_BIN)
+    vjp=_zero_grads, saves=(), onnx=_lower_floor_divide, **_BIN,
+    # integers go through the kernel, which raises on a division by zero as eager mode does
+    cpu=ufunc("floor_divide", 2, "float"), cuda=cuda_rule(CUDA_FLOOR_DIVIDE))
+# x / y rounded toward zero: `div(..., rounding_mode='trunc')`; zero gradients.
 trunc_divide = defop(
     "trunc_divide", _trunc_divide_kernel, rules.broadcast, vjp=_zero_grads, saves=(),
-    onnx=_lower_trunc_divide,
-    doc="x / y rounded toward zero: `div(..., rounding_mode='trunc')`; zero gradients.", **_BIN)
+    onnx=_lower_trunc_divide, **_BIN, cuda=cuda_rule("trunc({0} / {1})"),
+    cpu=by_kernel("two calls on floats; integers must raise on a zero divisor"))
+# x - floor(x / y) * y: the sign of the divisor (Python's %).
 remainder = defop(
     "remainder", _remainder_kernel, rules.broadcast,
     vjp=lambda g, out, x, y: (g, _grad_if(y, lambda: neg(mul(g, floor_divide(x, y))))),
-    onnx=_lower_remainder, doc="x - floor(x / y) * y: the sign of the divisor (Python's %).",
-    **_BIN)
+    onnx=_lower_remainder, **_BIN, cpu=ufunc("remainder", 2, "float"),
+    cuda=cuda_rule(CUDA_REMAINDER))
+# x - trunc(x / y) * y: the sign of the dividend (C's fmod).
 fmod = defop(
     "fmod", lambda xp, x, y, out=None: xp.fmod(x, y, out=out), rules.broadcast,
     vjp=lambda g, out, x, y: (g, _grad_if(y, lambda: neg(mul(g, trunc_divide(x, y))))),
-    onnx=lambda ctx, node: ctx.emit("Mod", ctx.inputs(node), fmod=1),
-    doc="x - trunc(x / y) * y: the sign of the dividend (C's fmod).", **_BIN)
+    onnx=lambda ctx, node: ctx.emit("Mod", ctx.inputs(node), fmod=1), **_BIN,
+    cpu=ufunc("fmod", 2, "same"),   # integers: NumPy gives 0 for a zero divisor
+    cuda=cuda_rule("fmod({0}, {1})", "({1} == 0 ? ({t})0 : {0} % {1})"))
 
 
 def _pow_vjp(g, out, x, y):
@@ -143,7 +154,8 @@ def _pow_vjp(g, out, x, y):
 
 
 pow_ = defop("pow", lambda xp, x, y, out=None: xp.power(x, y, out=out), rules.broadcast,
-             vjp=_pow_vjp, saves_out=True, onnx="Pow", **_BIN)
+             vjp=_pow_vjp, saves_out=True, onnx="Pow", **_BIN, cpu=ufunc("power", 2, "same"),
+             cuda=cuda_rule("pow({0}, {1})"))   # integer powers (exact, errors): the kernel
 
 _DIVIDE_BY_MODE = {None: div, "floor": floor_divide, "trunc": trunc_divide}
 

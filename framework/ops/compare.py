@@ -16,6 +16,7 @@ from . import rules
 from .arith import _grad_if, mul
 from .core import to_dtype
 from .dispatch import _promote
+from .fused_code import CpuTemplate, by_kernel, cuda_rule, ufunc, where_lines
 from .opdef import TensorType, defop
 
 _ORDERED = dict(promote=True, elementwise=True)
@@ -48,8 +49,15 @@ def _lower_clamp(ctx, node):
     return ctx.emit("Clip", [ctx.input(node, 0)] + bounds)
 
 
+# comparison -> (its NumPy ufunc, its C operator)
+_FUSED_FORMS = {"eq": ("equal", "=="), "ne": ("not_equal", "!="), "lt": ("less", "<"),
+                "le": ("less_equal", "<="), "gt": ("greater", ">"), "ge": ("greater_equal", ">=")}
+
+
 def _comparison(name, kernel, onnx=None):
-    return defop(name, kernel, rules.broadcast_bool, onnx=onnx, **_ORDERED)
+    fn, operator = _FUSED_FORMS[name]
+    return defop(name, kernel, rules.broadcast_bool, onnx=onnx, **_ORDERED,
+                 cpu=ufunc(fn, 2, "cmp"), cuda=f"{{0}} {operator} {{1}}")
 
 
 eq = _comparison("eq", lambda xp, x, y: xp.equal(x, y), "Equal")
@@ -61,22 +69,30 @@ gt = _comparison("gt", lambda xp, x, y: xp.greater(x, y), "Greater")
 ge = _comparison("ge", lambda xp, x, y: xp.greater_equal(x, y), "GreaterOrEqual")
 
 logical_and = defop("logical_and", lambda xp, x, y: xp.logical_and(x, y), rules.broadcast_bool,
-                    elementwise=True, onnx=_lower_logical("And"))
+                    elementwise=True, onnx=_lower_logical("And"),
+                    cpu=ufunc("logical_and", 2, "any"), cuda="({0} && {1})")
 logical_or = defop("logical_or", lambda xp, x, y: xp.logical_or(x, y), rules.broadcast_bool,
-                   elementwise=True, onnx=_lower_logical("Or"))
+                   elementwise=True, onnx=_lower_logical("Or"),
+                   cpu=ufunc("logical_or", 2, "any"), cuda="({0} || {1})")
 logical_xor = defop("logical_xor", lambda xp, x, y: xp.logical_xor(x, y), rules.broadcast_bool,
-                    elementwise=True, onnx=_lower_logical("Xor"))
+                    elementwise=True, onnx=_lower_logical("Xor"),
+                    cpu=ufunc("logical_xor", 2, "any"), cuda="(!{0} != !{1})")
 logical_not = defop("logical_not", lambda xp, x: xp.logical_not(x), rules.same_bool,
-                    elementwise=True, onnx=_lower_logical("Not"))
+                    elementwise=True, onnx=_lower_logical("Not"),
+                    cpu=ufunc("logical_not", 1, "any"), cuda="!{0}")
 
 bitwise_and = defop("bitwise_and", lambda xp, x, y, out=None: xp.bitwise_and(x, y, out=out),
-                    rules.broadcast, onnx=_lower_bitwise("And", "BitwiseAnd"), **_BIN)
+                    rules.broadcast, onnx=_lower_bitwise("And", "BitwiseAnd"), **_BIN,
+                    cpu=ufunc("bitwise_and", 2, "same"), cuda=cuda_rule(None, "{0} & {1}"))
 bitwise_or = defop("bitwise_or", lambda xp, x, y, out=None: xp.bitwise_or(x, y, out=out),
-                   rules.broadcast, onnx=_lower_bitwise("Or", "BitwiseOr"), **_BIN)
+                   rules.broadcast, onnx=_lower_bitwise("Or", "BitwiseOr"), **_BIN,
+                   cpu=ufunc("bitwise_or", 2, "same"), cuda=cuda_rule(None, "{0} | {1}"))
 bitwise_xor = defop("bitwise_xor", lambda xp, x, y, out=None: xp.bitwise_xor(x, y, out=out),
-                    rules.broadcast, onnx=_lower_bitwise("Xor", "BitwiseXor"), **_BIN)
+                    rules.broadcast, onnx=_lower_bitwise("Xor", "BitwiseXor"), **_BIN,
+                    cpu=ufunc("bitwise_xor", 2, "same"), cuda=cuda_rule(None, "{0} ^ {1}"))
 bitwise_not = defop("bitwise_not", lambda xp, x, out=None: xp.invert(x, out=out), rules.same,
-                    elementwise=True, out_arg=True, onnx=_lower_bitwise("Not", "BitwiseNot"))
+                    elementwise=True, out_arg=True, onnx=_lower_bitwise("Not", "BitwiseNot"),
+                    cpu=ufunc("invert", 1, "same"), cuda=cuda_rule(None, "~{0}", "!{0}"))
 
 
 def _where_rule(c, x, y):
@@ -88,7 +104,8 @@ where_op = defop(
     "where", lambda xp, c, x, y: xp.where(c, x, y), _where_rule,
     vjp=lambda g, out, c, x, y: (None, _grad_if(x, lambda: where(c, g, 0)),
                                  _grad_if(y, lambda: where(c, 0, g))),
-    saves=(0,), elementwise=True, onnx=lambda ctx, node: ctx.emit("Where", ctx.inputs(node)))
+    saves=(0,), elementwise=True, onnx=lambda ctx, node: ctx.emit("Where", ctx.inputs(node)),
+    cpu=CpuTemplate(lines=where_lines), cuda="({0} ? {1} : {2})")
 
 
 def where(condition, input=None, other=None) -> Tensor | tuple:
@@ -106,6 +123,11 @@ def where(condition, input=None, other=None) -> Tensor | tuple:
     return where_op(condition, x, y)
 
 
+# NumPy's NaN rule: a NaN on either side wins
+CUDA_MAXIMUM = "(({0} != {0} || {0} > {1}) ? {0} : {1})"
+CUDA_MINIMUM = "(({0} != {0} || {0} < {1}) ? {0} : {1})"
+
+
 def _min_max_vjp(loses):
     """d max(x, y): the winner takes g, a tie gives each half (PyTorch's rule)."""
     def vjp(g, out, x, y):
@@ -116,9 +138,11 @@ def _min_max_vjp(loses):
 
 
 maximum = defop("maximum", lambda xp, x, y, out=None: xp.maximum(x, y, out=out), rules.broadcast,
-                vjp=_min_max_vjp(lt), onnx="Max", **_BIN)
+                vjp=_min_max_vjp(lt), onnx="Max", **_BIN, cpu=ufunc("maximum", 2, "same"),
+                cuda=CUDA_MAXIMUM)
 minimum = defop("minimum", lambda xp, x, y, out=None: xp.minimum(x, y, out=out), rules.broadcast,
-                vjp=_min_max_vjp(gt), onnx="Min", **_BIN)
+                vjp=_min_max_vjp(gt), onnx="Min", **_BIN, cpu=ufunc("minimum", 2, "same"),
+                cuda=CUDA_MINIMUM)
 
 
 def _clamp_vjp(g, out, x, min=None, max=None):  # noqa: A002 - PyTorch's argument names
@@ -131,25 +155,40 @@ def _clamp_vjp(g, out, x, min=None, max=None):  # noqa: A002 - PyTorch's argumen
     return (where(inside, g, 0),)
 
 
+def cuda_clamp(arg_types, out_type, attrs) -> str:
+    """clip's C expression: NaN stays NaN; past min > max everything becomes max."""
+    expr = "{0}"
+    if attrs.get("min") is not None:
+        expr = f"(({expr} < ({{t}}){attrs['min']!r}) ? ({{t}}){attrs['min']!r} : {expr})"
+    if attrs.get("max") is not None:
+        expr = f"(({expr} > ({{t}}){attrs['max']!r}) ? ({{t}}){attrs['max']!r} : {expr})"
+    return expr
+
+
 def _clamp_kernel(xp, x, min=None, max=None, out=None):
     r = xp.clip(x, min, max, out=out)   # ml_dtypes' bfloat16 clip returns float32
     return r.astype(x.dtype) if x.dtype == dt.bfloat16.np and r.dtype != x.dtype else r
 
 
+# Clamp to scalar bounds (attrs); past min > max everything becomes max, as in PyTorch.
 clamp_op = defop(
     "clamp", _clamp_kernel,
     rules.same, vjp=_clamp_vjp, saves=(0,), elementwise=True, out_arg=True, onnx=_lower_clamp,
-    doc="Clamp to scalar bounds (attrs); past min > max everything becomes max, as in PyTorch.")
+    cpu=by_kernel("clip with optional bounds, rounded back for bfloat16"), cuda=cuda_clamp)
+# Clamp from below by a tensor.
 clamp_min = defop(
     "clamp_min", lambda xp, x, bound, out=None: xp.maximum(x, bound, out=out), rules.broadcast,
     vjp=lambda g, out, x, bound: (_grad_if(x, lambda: where(ge(x, bound), g, 0)),
                                   _grad_if(bound, lambda: where(lt(x, bound), g, 0))),
-    onnx="Max", doc="Clamp from below by a tensor.", **_BIN)
+    onnx="Max", **_BIN, cuda=CUDA_MAXIMUM,
+    cpu=by_kernel("its kernel is one `maximum` call with out= already"))
+# Clamp from above by a tensor.
 clamp_max = defop(
     "clamp_max", lambda xp, x, bound, out=None: xp.minimum(x, bound, out=out), rules.broadcast,
     vjp=lambda g, out, x, bound: (_grad_if(x, lambda: where(le(x, bound), g, 0)),
                                   _grad_if(bound, lambda: where(gt(x, bound), g, 0))),
-    onnx="Min", doc="Clamp from above by a tensor.", **_BIN)
+    onnx="Min", **_BIN, cuda=CUDA_MINIMUM,
+    cpu=by_kernel("its kernel is one `minimum` call with out= already"))
 
 
 def check_bounds(min, max, name: str) -> None:  # noqa: A002

@@ -210,17 +210,17 @@ def _lower_conv(op_type: str):
     return lower
 
 
+# Cross-correlation of (N, C, H, W) with (Cout, C/groups, kh, kw).
 conv2d_op = defop("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_vjp, saves=_CROSS,
-                  onnx=_lower_conv("Conv"),
-                  doc="Cross-correlation of (N, C, H, W) with (Cout, C/groups, kh, kw).")
+                  onnx=_lower_conv("Conv"), amp="low")
+# The adjoint of conv2d in its input: (N, C, H, W) with (C, Cout/groups, kh, kw).
 conv_transpose2d_op = defop(
     "conv_transpose2d", _conv_transpose2d_kernel, _conv_transpose2d_infer,
-    _conv_transpose2d_vjp, saves=_CROSS, onnx=_lower_conv("ConvTranspose"),
-    doc="The adjoint of conv2d in its input: (N, C, H, W) with (C, Cout/groups, kh, kw).")
+    _conv_transpose2d_vjp, saves=_CROSS, onnx=_lower_conv("ConvTranspose"), amp="low")
+# conv2d's weight gradient: the correlation of the input with the output gradient.
 conv2d_weight = defop(
     "conv2d_weight", _conv2d_weight_kernel, _conv2d_weight_infer, _conv2d_weight_vjp,
-    saves=_CROSS, onnx=not_exportable("a gradient op: training graphs only"),
-    doc="conv2d's weight gradient: the correlation of the input with the output gradient.")
+    saves=_CROSS, onnx=not_exportable("a gradient op: training graphs only"), amp="low")
 
 
 # ---- public functions (PyTorch signatures) -----------------------------------------------------

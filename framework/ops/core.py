@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import dtype as dt
 from ..device import Device, to_device_array
-from .opdef import TensorType, defop, not_exportable
+from .fused_code import CpuTemplate
+from .opdef import TensorType, defop, not_exportable, same_type
 from .rules import ShapeError, broadcast_shapes
 from .sums import sum_plan
 
@@ -41,6 +42,13 @@ def _sum_to_kernel(xp, x, shape):
         return sum_to_plan(x.shape, tuple(shape), x.dtype)(x)
     axes = sum_to_axes(x.shape, tuple(shape))
     return x.sum(axis=axes, keepdims=True).reshape(shape) if axes else x.reshape(shape)
+
+
+def _sum_to_specialize(xp, x, shape):
+    """Float sums on NumPy: the kernel's plan, bound once (None when there is nothing to sum)."""
+    if xp.__name__ != "numpy" or not x.dtype.is_floating_point or tuple(shape) == tuple(x.shape):
+        return None
+    return sum_to_plan(tuple(x.shape), tuple(shape), x.dtype.np)
 
 
 def _sum_to_infer(x, shape):
@@ -74,33 +82,38 @@ def _lower_cast(ctx, node):
     return ctx.cast(ctx.input(node, 0), node.attrs["dtype"])
 
 
+# Sum a broadcast array back down to `shape` (the reverse of broadcast_to).
 sum_to = defop(
     "sum_to", _sum_to_kernel, _sum_to_infer,
     vjp=lambda g, out, x, shape: (broadcast_to(g, shape=tuple(x.shape)),),
-    saves=(), onnx=_lower_sum_to,
-    doc="Sum a broadcast array back down to `shape` (the reverse of broadcast_to).")
+    saves=(), onnx=_lower_sum_to, returns_input=same_type, specialize=_sum_to_specialize)
 broadcast_to = defop(
     "broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, tuple(shape)), _broadcast_infer,
     vjp=lambda g, out, x, shape: (sum_to(g, shape=tuple(x.shape)),),
-    saves=(), view=True, onnx=_lower_broadcast_to)
+    saves=(), view=True, onnx=_lower_broadcast_to,
+    # not elementwise, but fusion puts it into bodies (ufunc lines broadcast by themselves)
+    cpu=CpuTemplate("copyto({o}, {0})", "same"), cuda="{0}")
 
 
 cast = defop(
     "cast", lambda xp, x, dtype: x.astype(dtype.np, copy=False),
     lambda x, dtype: TensorType(x.shape, dtype, x.device),
     vjp=lambda g, out, x, dtype: (cast(g, dtype=x.dtype) if x.dtype.is_floating_point else None,),
-    saves=(), elementwise=True, onnx=_lower_cast)
+    saves=(), elementwise=True, onnx=_lower_cast, returns_input=same_type,
+    cpu=CpuTemplate("copyto({o}, {0}, casting='unsafe')", "any"), cuda="({t}){0}")
 
 to_device = defop(
     "to_device", lambda xp, x, device: to_device_array(x, device),
     lambda x, device: TensorType(x.shape, x.dtype, device),
     vjp=lambda g, out, x, device: (to_device(g, device=x.device),),
-    saves=(), onnx=not_exportable("device moves have no meaning in an ONNX model"))
+    saves=(), onnx=not_exportable("device moves have no meaning in an ONNX model"),
+    returns_input=True)   # a move to the device the array is on
 
+# A copy (`clone`): a new buffer with the same values.
 identity = defop(
     "identity", lambda xp, x: x.copy(), lambda x: x,
     vjp=lambda g, out, x: (g,), saves=(), elementwise=True, onnx="Identity",
-    doc="A copy (`clone`): a new buffer with the same values.")
+    cpu=CpuTemplate("copyto({o}, {0})", "same"), cuda="{0}")
 
 
 def clone(x):

@@ -38,11 +38,11 @@ def _bincount_rule(x, *weights, length):
     return TensorType((length,), _bincount_dtype(weights[0] if weights else None), x.device)
 
 
+# Per value 0..length-1: how often it occurs in x (or the sum of its weights).
 bincount_op = defop(
     "bincount", _bincount_kernel, _bincount_rule,
     lambda g, out, x, *weights, length: (None, gather_op(g, x, dim=0)), saves=(0,),
-    onnx=not_exportable("ONNX has no counting op"),
-    doc="Per value 0..length-1: how often it occurs in x (or the sum of its weights).")
+    onnx=not_exportable("ONNX has no counting op"))
 
 
 # ---- histc ---------------------------------------------------------------------------------------
@@ -62,9 +62,10 @@ def _histc_kernel(xp, x, bins, min, max):  # noqa: A002 - PyTorch's names
     return xp.bincount(xp.minimum(which, bins - 1), minlength=bins).astype(x.dtype)
 
 
+# Counts of x in equal-width bins.
 histc_op = defop(
     "histc", _histc_kernel, lambda x, bins, min, max: TensorType((bins,), x.dtype, x.device),
-    onnx=not_exportable("ONNX has no histogram op"), doc="Counts of x in equal-width bins.")
+    onnx=not_exportable("ONNX has no histogram op"))
 
 
 # ---- isin ----------------------------------------------------------------------------------------
@@ -78,10 +79,11 @@ def _lower_isin(ctx, node):
     return ctx.emit(test, [found, ctx.scalar(0, dt.int64)])
 
 
+# Whether each element occurs among the test elements.
 isin_op = defop(
     "isin", lambda xp, elements, test, invert: xp.isin(elements, test, invert=invert),
     lambda elements, test, invert: TensorType(elements.shape, dt.bool_, elements.device),
-    promote=True, onnx=_lower_isin, doc="Whether each element occurs among the test elements.")
+    promote=True, onnx=_lower_isin)
 
 
 # ---- public functions ----------------------------------------------------------------------------

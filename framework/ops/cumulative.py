@@ -72,10 +72,10 @@ def _logcumsumexp_vjp(g, out, x, dim):
     return (sub(part(g), part(neg(g))),)
 
 
+# log(cumsum(exp(x))) along `dim`, accumulated stably with logaddexp.
 logcumsumexp_op = defop(
     "logcumsumexp", _logcumsumexp_kernel, lambda x, dim: x, _logcumsumexp_vjp,
-    saves=(0,), saves_out=True, onnx=_lower_logcumsumexp,
-    doc="log(cumsum(exp(x))) along `dim`, accumulated stably with logaddexp.")
+    saves=(0,), saves_out=True, onnx=_lower_logcumsumexp)
 
 
 # ---- cummax / cummin -----------------------------------------------------------------------------

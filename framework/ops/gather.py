@@ -111,11 +111,12 @@ gather_op = defop(
     "gather", lambda xp, x, index, dim: x[_along(xp, index, dim)], _like_index,
     lambda g, out, x, index, dim: (gather_backward(g, index, dim=dim, shape=tuple(x.shape)), None),
     saves=(1,), onnx=_lower_gather)
+# Zeros of `shape` with g added where gather read: gather's VJP.
 gather_backward = defop(
     "gather_backward", _gather_backward_kernel,
     lambda g, index, dim, shape: TensorType(shape, g.dtype, g.device),
     lambda gg, out, g, index, dim, shape: (gather_op(gg, index, dim=dim), None), saves=(1,),
-    onnx=_GRADIENT_ONLY, doc="Zeros of `shape` with g added where gather read: gather's VJP.")
+    onnx=_GRADIENT_ONLY)
 scatter_op = defop(
     "scatter", _scatter_kernel, lambda x, index, src, dim: x,
     lambda g, out, x, index, src, dim: (
@@ -191,11 +192,11 @@ def _check_index_kernel(xp, index, size, dim):
     return index
 
 
+# The index itself, after checking every entry is in [0, size): a value check that compiled graphs
+# run too (index_select takes no negative indices, as in PyTorch).
 check_index = defop(
     "check_index", _check_index_kernel, lambda index, size, dim: index,
-    onnx=lambda ctx, node: ctx.emit("Identity", ctx.inputs(node)),
-    doc="The index itself, after checking every entry is in [0, size): a value check that "
-        "compiled graphs run too (index_select takes no negative indices, as in PyTorch).")
+    onnx=lambda ctx, node: ctx.emit("Identity", ctx.inputs(node)), returns_input=True)
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -331,13 +332,13 @@ def _embedding_kernel(xp, weight, input, padding_idx):
     return weight[input]
 
 
+# Rows of `weight` at `input`; the row at padding_idx gets no gradient.
 embedding_op = defop(
     "embedding", _embedding_kernel,
     lambda weight, input, padding_idx: TensorType(tuple(input.shape) + tuple(weight.shape[1:]),
                                                   weight.dtype, weight.device),
     _embedding_vjp, saves=(1,),
-    onnx=lambda ctx, node: ctx.emit("Gather", ctx.inputs(node), axis=0),
-    doc="Rows of `weight` at `input`; the row at padding_idx gets no gradient.")
+    onnx=lambda ctx, node: ctx.emit("Gather", ctx.inputs(node), axis=0))
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,

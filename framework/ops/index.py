@@ -386,22 +386,22 @@ def _index_put_vjp(g, out, x, value, *tensors, key):
             _grad_if(value, lambda: _take(g, tensors, key))) + (None,) * len(tensors)
 
 
+# Basic indexing (ints, slices, None): a view.
 getitem_op = defop("getitem", _getitem_kernel, _indexed_type, _take_vjp, saves=(), view=True,
-                   onnx=_lower_take,
-                   doc="Basic indexing (ints, slices, None): a view.")
+                   onnx=_lower_take)
+# Indexing with integer tensors (advanced indexing): a copy.
 index = defop("index", _getitem_kernel, _indexed_type, _take_vjp, saves=_inputs_from(1),
-              onnx=_lower_take,
-              doc="Indexing with integer tensors (advanced indexing): a copy.")
+              onnx=_lower_take)
+# Zeros of `shape` with g added at x[key]: getitem's VJP.
 index_backward = defop(
     "index_backward", _index_backward_kernel,
     lambda g, *tensors, key, shape: TensorType(shape, g.dtype, g.device),
     lambda gg, out, g, *tensors, key, shape: (_take(gg, tensors, key),) + (None,) * len(tensors),
-    saves=_inputs_from(1), onnx=_GRADIENT_ONLY,
-    doc="Zeros of `shape` with g added at x[key]: getitem's VJP.")
+    saves=_inputs_from(1), onnx=_GRADIENT_ONLY)
+# x with x[key] = value (broadcast): `__setitem__`.
 index_put = defop(
     "index_put", _index_put_kernel, lambda x, value, *tensors, key: x, _index_put_vjp,
-    saves=_inputs_from(2), out_arg=True, onnx=_lower_index_put,
-    doc="x with x[key] = value (broadcast): `__setitem__`.")
+    saves=_inputs_from(2), out_arg=True, onnx=_lower_index_put)
 
 
 def _simple_key(shape: tuple, items: tuple):

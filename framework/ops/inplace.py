@@ -14,6 +14,7 @@ from .arith import pow_ as pow_op
 from .compare import bitwise_and, bitwise_or, bitwise_xor, check_bounds, clamp_max, clamp_min
 from .compare import clamp_op
 from .dispatch import apply_inplace
+from .fused_code import by_kernel
 from .opdef import TensorType, defop
 from .unary import abs_, exp, sqrt, tanh
 
@@ -69,15 +70,15 @@ def _lower_assign(ctx, node):
     return _lower_fill_like(ctx, node, value)
 
 
+# x's shape and dtype, src's values (broadcast): the op behind `copy_`.
 assign = defop("assign", _assign_kernel, _like_target,
                vjp=lambda g, out, x, src: (_overwritten(g, x), g), saves=(), out_arg=True,
-               onnx=_lower_assign,
-               doc="x's shape and dtype, src's values (broadcast): the op behind `copy_`.")
+               onnx=_lower_assign)
+# x's shape and dtype filled with a Python scalar: the op behind `fill_`/`zero_`.
 fill = defop("fill", _fill_kernel, _like_target,
              vjp=lambda g, out, x, value: (_overwritten(g, x),), saves=(), out_arg=True,
              onnx=lambda ctx, node: _lower_fill_like(
-                 ctx, node, ctx.scalar(node.attrs["value"], node.inputs[0].type.dtype)),
-             doc="x's shape and dtype filled with a Python scalar: the op behind `fill_`/`zero_`.")
+                 ctx, node, ctx.scalar(node.attrs["value"], node.inputs[0].type.dtype)))
 
 
 def _addcmul_kernel(xp, x, t1, t2, value=1, out=None):
@@ -103,26 +104,31 @@ def _lerp_kernel(xp, start, end, weight, out=None):
 
 
 _FUSED = dict(promote=True, elementwise=True, out_arg=True)
+_KERNEL_OUT = "two NumPy calls and an in-place one: the kernel, writing with out="
+# x + value * t1 * t2, in one pass (optimizers' second moments).
 addcmul_op = defop(
     "addcmul", _addcmul_kernel, rules.broadcast,
     vjp=lambda g, out, x, t1, t2, value=1: (
         g, _grad_if(t1, lambda: mul(g, mul(t2, value))),
         _grad_if(t2, lambda: mul(g, mul(t1, value)))),
-    saves=(1, 2), onnx=_lower_combine("Mul"),
-    doc="x + value * t1 * t2, in one pass (optimizers' second moments).", **_FUSED)
+    saves=(1, 2), onnx=_lower_combine("Mul"), **_FUSED, cpu=by_kernel(_KERNEL_OUT),
+    cuda=lambda types, out, attrs: f"{{0}} + {{1}} * {{2}} * ({{t}}){attrs.get('value', 1)!r}")
+# x + value * t1 / t2, in one pass (Adam's update).
 addcdiv_op = defop(
     "addcdiv", _addcdiv_kernel, rules.broadcast,
     vjp=lambda g, out, x, t1, t2, value=1: (
         g, _grad_if(t1, lambda: mul(g, div(value, t2))),
         _grad_if(t2, lambda: neg(mul(g, div(mul(t1, value), mul(t2, t2)))))),
-    saves=(1, 2), onnx=_lower_combine("Div"),
-    doc="x + value * t1 / t2, in one pass (Adam's update).", **_FUSED)
+    saves=(1, 2), onnx=_lower_combine("Div"), **_FUSED, cpu=by_kernel(_KERNEL_OUT),
+    cuda=lambda types, out, attrs: f"{{0}} + {{1}} / {{2}} * ({{t}}){attrs.get('value', 1)!r}"
+    if out.dtype.is_floating_point else None)   # integers: the kernel's TypeError
+# start + weight * (end - start).
 lerp_op = defop(
     "lerp", _lerp_kernel, rules.broadcast,
     vjp=lambda g, out, s, e, w: (_grad_if(s, lambda: mul(g, sub(1, w))),
                                  _grad_if(e, lambda: mul(g, w)),
                                  _grad_if(w, lambda: mul(g, sub(e, s)))),
-    onnx=_lower_lerp, doc="start + weight * (end - start).", **_FUSED)
+    onnx=_lower_lerp, **_FUSED, cpu=by_kernel(_KERNEL_OUT), cuda="{0} + ({1} - {0}) * {2}")
 
 
 def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:

@@ -62,10 +62,10 @@ def _lower_instance_norm(ctx, node):
                     epsilon=float(node.attrs["eps"]))
 
 
+# (x - mean) / sqrt(biased var + eps) over the spatial axes of each (N, C) plane.
 instance_norm_op = defop(
     "instance_norm", _instance_norm_kernel, _instance_norm_infer, vjp=_instance_norm_vjp,
-    saves=(0,), saves_out=True, onnx=_lower_instance_norm,
-    doc="(x - mean) / sqrt(biased var + eps) over the spatial axes of each (N, C) plane.")
+    saves=(0,), saves_out=True, onnx=_lower_instance_norm)
 
 
 def _update_running(input, running_mean, running_var, momentum: float) -> None:

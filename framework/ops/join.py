@@ -88,10 +88,10 @@ def _pad_vjp(g, out, x, pad, value=0.0):
     return (g,)
 
 
+# Constant padding with non-negative widths in PyTorch's order (last dim first).
 pad_op = defop(
     "pad", _pad_kernel, lambda x, pad, value=0.0: _like(x, _padded_shape(x.shape, pad)),
-    vjp=_pad_vjp, saves=(), onnx=_lower_pad,
-    doc="Constant padding with non-negative widths in PyTorch's order (last dim first).")
+    vjp=_pad_vjp, saves=(), onnx=_lower_pad)
 
 
 def _cat_shape(shapes, dim: int) -> tuple:
@@ -137,10 +137,10 @@ repeat_op = defop(
         repeats, (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)))),
     vjp=_repeat_vjp, saves=(), onnx=_lower_repeat)
 
+# A reversed copy (not a view), as in PyTorch.
 flip_op = defop(
     "flip", lambda xp, x, dims: xp.flip(x, axis=dims).copy(), lambda x, dims: x,
-    vjp=lambda g, out, x, dims: (flip_op(g, dims=dims),), saves=(), onnx=_lower_flip,
-    doc="A reversed copy (not a view), as in PyTorch.")
+    vjp=lambda g, out, x, dims: (flip_op(g, dims=dims),), saves=(), onnx=_lower_flip)
 roll_op = defop(
     "roll", lambda xp, x, shifts, dims: xp.roll(x, shifts, axis=dims), lambda x, shifts, dims: x,
     vjp=lambda g, out, x, shifts, dims: (roll_op(g, shifts=tuple(-s for s in shifts), dims=dims),),

@@ -85,7 +85,9 @@ matmul_op = defop(
     "matmul", _matmul_kernel,
     lambda a, b: TensorType(matmul_shape(_same_dtype("matmul", a, b).shape, b.shape), a.dtype,
                             a.device),
-    _matmul_vjp, out_arg=True, onnx=_lower_matmul)
+    _matmul_vjp, out_arg=True, onnx=_lower_matmul, out_buffer=True, amp="low",
+    # two matrices: the kernel is `xp.dot`, which compiled code calls directly
+    specialize=lambda xp, a, b: xp.dot if len(a.shape) == len(b.shape) == 2 else None)
 
 
 def _same_dtype(op: str, a, b):
@@ -250,8 +252,9 @@ def _lower_einsum(ctx, node):
     return ctx.emit("Einsum", names, equation=equation)
 
 
+# Einstein summation; `equation` is explicit, with no '...' (see einsum).
 einsum_op = defop("einsum", _einsum_kernel, None, _einsum_vjp, onnx=_lower_einsum,
-                  doc="Einstein summation; `equation` is explicit, with no '...' (see einsum).")
+                  returns_input=True, amp="low")   # einsum('ij->ji') is a view
 
 
 def einsum(equation: str, *operands: Tensor) -> Tensor:

@@ -247,16 +247,16 @@ def _lower_cross_entropy(ctx, node):
     return loss, logp or None
 
 
+# (loss, log_softmax(x, 1)) of class indices, ignored targets neither adding nor counted:
+# F.cross_entropy without weights or label smoothing.
 cross_entropy_op = defop(
     "cross_entropy", _cross_entropy_kernel, _cross_entropy_infer, _cross_entropy_vjp,
     saves=(1,), saves_out=(1,), num_outputs=2, sparse_grads=True, onnx=_lower_cross_entropy,
-    doc="(loss, log_softmax(x, 1)) of class indices, ignored targets neither adding nor "
-        "counted: F.cross_entropy without weights or label smoothing.")
+    amp="float32")
+# (exp(logp) - onehot(target)) * g per row ('mean': / count), ignored rows 0: cross_entropy's VJP.
 cross_entropy_backward = defop(
     "cross_entropy_backward", _cross_entropy_backward_kernel, _cross_entropy_backward_infer,
-    _cross_entropy_backward_vjp, onnx=not_exportable("a gradient op: training graphs only"),
-    doc="(exp(logp) - onehot(target)) * g per row ('mean': / count), ignored rows 0: "
-        "cross_entropy's VJP.")
+    _cross_entropy_backward_vjp, onnx=not_exportable("a gradient op: training graphs only"))
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
@@ -346,10 +346,11 @@ def _lower_bce(ctx, node):
     return ctx.emit("Neg", [total])
 
 
+# Elementwise -(y log x + (1 - y) log(1 - x)), logs clamped at -100, with PyTorch's gradient formula
+# (finite for saturated probabilities).
 binary_cross_entropy_op = defop(
     "binary_cross_entropy", _bce_kernel, rules.broadcast, _bce_vjp, onnx=_lower_bce,
-    doc="Elementwise -(y log x + (1 - y) log(1 - x)), logs clamped at -100, with PyTorch's "
-        "gradient formula (finite for saturated probabilities).")
+    amp="float32")
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,

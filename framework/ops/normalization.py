@@ -79,16 +79,16 @@ def _lower_softmax(op_type: str):
     return lower
 
 
+# exp(x - max) / sum: normalised along `dim`, stable for large inputs.
 softmax_op = defop(
     "softmax", widened(_softmax_kernel), _softmax_infer,
     vjp=in_float32(lambda g, y, x, dim: (mul(y, sub(g, _sum_along(mul(g, y), dim))),)),
-    saves=(), saves_out=True, onnx=_lower_softmax("Softmax"),
-    doc="exp(x - max) / sum: normalised along `dim`, stable for large inputs.")
+    saves=(), saves_out=True, onnx=_lower_softmax("Softmax"), amp="float32")
+# x - logsumexp(x): log-probabilities along `dim`, stable for large inputs.
 log_softmax_op = defop(
     "log_softmax", widened(_log_softmax_kernel), _softmax_infer,
     vjp=in_float32(lambda g, y, x, dim: (sub(g, mul(exp(y), _sum_along(g, dim))),)),
-    saves=(), saves_out=True, onnx=_lower_softmax("LogSoftmax"),
-    doc="x - logsumexp(x): log-probabilities along `dim`, stable for large inputs.")
+    saves=(), saves_out=True, onnx=_lower_softmax("LogSoftmax"), amp="float32")
 
 
 def _implicit_dim(op: str, ndim: int) -> int:

@@ -6,7 +6,7 @@ that the graph passes read, and the ONNX lowering. Calling an `OpDef` hands it t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..dtype import DType
@@ -14,6 +14,7 @@ from ..dtype import DType
 REGISTRY: dict[str, "OpDef"] = {}
 
 ALL_INPUTS = None  # `saves` default: the VJP may read every input
+AMP_POLICIES = (None, "low", "float32")
 
 
 class TensorType:
@@ -72,6 +73,15 @@ class OpDef:
     A VJP of several outputs gets a tuple of their gradients; one that received none is a zero
     tensor, or None with `sparse_grads` (the VJP then skips that output's term, e.g.
     cross_entropy's log-probabilities, which a training step never differentiates).
+
+    Facts for compiled graphs: `cpu` / `cuda` say how the op is written inside fused elementwise
+    kernels (ops/fused_code.py; every elementwise op has both, or `by_kernel(reason)`).
+    `returns_input(in_type, out_type)` (or True): the kernel may return its first input itself
+    (einsum's 'ij->ji', a cast to the same dtype), so the memory planner treats the result as an
+    alias of it (view ops always are). `specialize(xp, types, **attrs)` returns a function of the
+    arrays equal to the kernel for inputs of these types, or None: compiled code binds it once
+    instead of re-deciding per call (float sums bind the plan the eager kernel picks, ops/sums.py).
+    `amp` is the op's autocast policy (framework/amp/policy.py).
     """
     name: str
     kernel: Callable
@@ -79,7 +89,6 @@ class OpDef:
     vjp: Callable | None = None
     elementwise: bool = False
     pure: bool = True
-    inplace: bool = False
     view: bool = False
     promote: bool = False          # cast tensor inputs to their common (PyTorch-promoted) dtype
     out_arg: bool = False          # the kernel accepts `out=` (memory planner and in-place forms)
@@ -88,9 +97,13 @@ class OpDef:
     num_outputs: int = 1
     sparse_grads: bool = False     # the VJP takes None for an output that received no gradient
     onnx: Any = None               # ONNX op name, a lowering function, or `not_exportable(reason)`
-    jvp: Callable | None = None    # forward-mode rule (tangent, out, *inputs, **attrs), written with ops
-    doc: str = ""
-    meta: dict = field(default_factory=dict)
+    # ---- facts the graph compiler reads (docs/adding_ops.md lists them) ----
+    cpu: Any = None                # fused NumPy code: `fused_code.CpuTemplate`, or `by_kernel(why)`
+    cuda: Any = None               # fused CUDA expression (str or rule), or `by_kernel(why)`
+    returns_input: bool | Callable = False  # the kernel may hand back its input (or a view)
+    out_buffer: bool = False       # a non-elementwise op whose `out=` may be any result buffer
+    specialize: Callable | None = None  # (xp, input types, **attrs) -> kernel bound at compile
+    amp: str | None = None         # autocast: "low" (float16/bfloat16 inputs), "float32", or None
 
     def __call__(self, *inputs, **attrs):
         return apply(self, inputs, attrs)
@@ -105,8 +118,15 @@ def defop(name: str, kernel: Callable, infer: Callable | None = None, vjp: Calla
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
     op = OpDef(name, kernel, infer, vjp, **flags)
+    if op.amp not in AMP_POLICIES:
+        raise ValueError(f"op {name!r}: amp must be one of {AMP_POLICIES}, got {op.amp!r}")
     REGISTRY[name] = op
     return op
+
+
+def same_type(x: "TensorType", out: "TensorType") -> bool:
+    """`returns_input` of kernels that hand back their input when there is nothing to do."""
+    return (tuple(x.shape), x.dtype) == (tuple(out.shape), out.dtype)
 
 
 def infer_type(op: OpDef, types: tuple, attrs: dict):

@@ -15,6 +15,7 @@ from .arith import _grad_if, div, mul
 from .compare import where
 from .dispatch import apply_inplace
 from .index import _into
+from .fused_code import by_kernel
 from .opdef import defop
 from .unary import isfinite
 
@@ -39,12 +40,13 @@ def _lower_nan_to_num(ctx, node):
 
 
 # ---- hypot ---------------------------------------------------------------------------------------
+# sqrt(x**2 + y**2) without overflow or underflow in the squares.
 hypot_op = defop(
     "hypot", lambda xp, x, y, out=None: xp.hypot(x, y, out=out), rules.broadcast,
     vjp=lambda g, out, x, y: (_grad_if(x, lambda: mul(g, div(x, out))),
                               _grad_if(y, lambda: mul(g, div(y, out)))),
     saves_out=True, promote=True, elementwise=True, out_arg=True, onnx=_lower_hypot,
-    doc="sqrt(x**2 + y**2) without overflow or underflow in the squares.")
+    cpu=by_kernel("its kernel is one `hypot` call with out= already"), cuda="hypot({0}, {1})")
 
 
 def _float_pair(op: str, input: Tensor, other) -> None:
@@ -72,6 +74,14 @@ def _replacements(dtype, attrs: dict) -> tuple:
             float(info.min) if neginf is None else neginf)
 
 
+def _cuda_nan_to_num(arg_types, out_type, attrs):
+    """NaN and infinities replaced by C literals of the replacements (integers: unchanged)."""
+    if not out_type.dtype.is_floating_point:
+        return "{0}"
+    nan, posinf, neginf = (f"({{t}}){v!r}" for v in _replacements(out_type.dtype, attrs))
+    return f"(isnan({{0}}) ? {nan} : (isinf({{0}}) ? ({{0}} > 0 ? {posinf} : {neginf}) : {{0}}))"
+
+
 def _nan_to_num_kernel(xp, x, nan=0.0, posinf=None, neginf=None, out=None):
     out = _into(x, out)
     if dt.is_float_array(x):  # integers have nothing to replace
@@ -79,11 +89,12 @@ def _nan_to_num_kernel(xp, x, nan=0.0, posinf=None, neginf=None, out=None):
     return out
 
 
+# NaN -> nan, +inf -> posinf, -inf -> neginf; the gradient flows where x was finite.
 nan_to_num_op = defop(
     "nan_to_num", _nan_to_num_kernel, rules.same,
     vjp=lambda g, out, x, **attrs: (where(isfinite(x), g, 0),), saves=(0,), elementwise=True,
-    out_arg=True, onnx=_lower_nan_to_num,
-    doc="NaN -> nan, +inf -> posinf, -inf -> neginf; the gradient flows where x was finite.")
+    out_arg=True, onnx=_lower_nan_to_num, cuda=_cuda_nan_to_num,
+    cpu=by_kernel("NumPy's nan_to_num is no ufunc: the kernel runs it in place on out="))
 
 
 def _nan_to_num_attrs(nan, posinf, neginf) -> dict:

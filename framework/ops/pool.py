@@ -97,12 +97,12 @@ def _gather_planes(g, indices):
     return reshape(picked, indices.shape)
 
 
+# Adds each gradient into the input position its window's max came from.
 max_pool2d_backward = defop(
     "max_pool2d_backward", _scatter_kernel,
     lambda g, indices, shape: TensorType(tuple(shape), g.dtype, g.device),
     vjp=lambda gg, out, g, indices, shape: (_gather_planes(gg, indices), None),
-    saves=(1,), onnx=not_exportable("a gradient op: training graphs only"),
-    doc="Adds each gradient into the input position its window's max came from.")
+    saves=(1,), onnx=not_exportable("a gradient op: training graphs only"))
 def _lower_max_pool2d(ctx, node):
     """MaxPool; its indices count over the whole input, ours within each (H, W) plane."""
     a, (h, w) = node.attrs, ctx.shape(node.inputs[0])[2:]
@@ -118,11 +118,11 @@ def _lower_max_pool2d(ctx, node):
     return values, ctx.emit("Mod", [indices, ctx.scalar(h * w, dt.int64)])
 
 
+# Window maxima and their flat positions in the (unpadded) H*W input plane.
 max_pool2d_op = defop(
     "max_pool2d", _max_pool2d_kernel, _max_pool2d_infer,
     vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
-    saves=(), saves_out=True, num_outputs=2, onnx=_lower_max_pool2d,
-    doc="Window maxima and their flat positions in the (unpadded) H*W input plane.")
+    saves=(), saves_out=True, num_outputs=2, onnx=_lower_max_pool2d)
 
 
 # ---- window geometry as PyTorch computes it ----------------------------------------------------
@@ -255,13 +255,13 @@ def _adaptive_max_pool2d_infer(x, output_size):
     return TensorType(out, x.dtype, x.device), TensorType(out, dt.int64, x.device)
 
 
+# Maxima over PyTorch's uneven adaptive bins, and their flat positions in the H*W plane.
 adaptive_max_pool2d_op = defop(
     "adaptive_max_pool2d", _adaptive_max_pool2d_kernel, _adaptive_max_pool2d_infer,
     vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
     saves=(), saves_out=True, num_outputs=2,
     onnx=not_exportable("its windows differ in size or spacing along an axis, which ONNX "
-                        "MaxPool cannot express (uniform windows run and export as max_pool2d)"),
-    doc="Maxima over PyTorch's uneven adaptive bins, and their flat positions in the H*W plane.")
+                        "MaxPool cannot express (uniform windows run and export as max_pool2d)"))
 
 
 def _uniform(size: int, out: int) -> tuple[int, int] | None:

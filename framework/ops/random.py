@@ -49,12 +49,12 @@ randint_op = defop("randint", _randint_kernel, lambda **a: _creation_rule(**a),
 randperm_op = defop("randperm", _randperm_kernel,
                     lambda n, dtype, device, **a: TensorType((n,), dtype, device),
                     pure=False, onnx=_TRAIN_ONLY)
+# Keep-mask for dropout: 1 with probability 1 - p, else 0.
 bernoulli_mask = defop(
     "bernoulli_mask",
     lambda xp, shape, p, dtype, device, generator=None:
         (_gen(device, generator).random(shape, dtype="f4") >= p).astype(dtype.np),
     lambda shape, p, dtype, device, **a: TensorType(tuple(shape), dtype, device),
-    pure=False, onnx=_TRAIN_ONLY,
-    doc="Keep-mask for dropout: 1 with probability 1 - p, else 0.")
+    pure=False, onnx=_TRAIN_ONLY)
 
 __all__ = ["uniform", "normal", "randint_op", "randperm_op", "bernoulli_mask", "dt"]

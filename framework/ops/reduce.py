@@ -20,7 +20,7 @@ from .join import flip_op
 from .opdef import TensorType, defop, not_exportable
 from .precision import widened
 from .shape import dim_index, dim_list, inverse_permutation, permute, reshape, unsqueeze
-from .sums import float_sum
+from .sums import float_sum, sum_plan
 
 
 # ---- attributes and shapes -----------------------------------------------------------------------
@@ -165,9 +165,19 @@ def _sum_kernel(xp, x, dim=None, keepdim=False):
     return x.sum(axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_acc(x))
 
 
+def _sum_specialize(xp, x, dim=None, keepdim=False):
+    """Float sums on NumPy: the plan the kernel picks (ops/sums.py), so compiled graphs do the
+    same arithmetic without the per-call argument handling and plan lookup."""
+    if xp.__name__ != "numpy" or not x.dtype.is_floating_point:
+        return None
+    shape = tuple(x.shape)
+    axes = None if dim is None or not shape else ((dim,) if isinstance(dim, int) else tuple(dim))
+    return sum_plan(shape, x.dtype.np, axes, bool(keepdim))
+
+
 sum_ = defop("sum", _sum_kernel, _acc_type,
              vjp=lambda g, out, x, dim=None, keepdim=False: (_back(g, x, dim, keepdim),),
-             saves=(), onnx=_lower_reduction("ReduceSum", widen=True))
+             saves=(), onnx=_lower_reduction("ReduceSum", widen=True), specialize=_sum_specialize)
 
 
 def _mean_kernel(xp, x, dim=None, keepdim=False):
@@ -280,12 +290,12 @@ def _index_mask_kernel(xp, idx, dim, size, dtype):
     return (positions == idx).astype(dtype.np)
 
 
+# 1.0 where the position along `dim` equals `idx` (size 1 there): max/min's gradient mask.
 index_mask = defop(
     "index_mask", _index_mask_kernel,
     lambda idx, dim, size, dtype: TensorType(
         idx.shape[:dim] + (size,) + idx.shape[dim + 1:], dtype, idx.device),
-    onnx=not_exportable("only max/min gradients use it"),
-    doc="1.0 where the position along `dim` equals `idx` (size 1 there): max/min's gradient mask.")
+    onnx=not_exportable("only max/min gradients use it"))
 
 max_dim = defop("max_dim", _select_kernel("argmax"), _select_rule, _select_vjp, saves=(),
                 saves_out=True, num_outputs=2, onnx=_lower_select("ReduceMax", "ArgMax"))

@@ -163,15 +163,15 @@ def _interpolate_vjp(g, out, x, **attrs):
     return (interpolate_backward(g, input_size=tuple(x.shape[2:]), **attrs),)
 
 
+# Nearest or (multi)linear resize of the spatial axes to `size`, PyTorch's index math.
 interpolate_op = defop(
     "interpolate", _interpolate_kernel, _interpolate_infer, vjp=_interpolate_vjp, saves=(),
-    onnx=_lower_interpolate,
-    doc="Nearest or (multi)linear resize of the spatial axes to `size`, PyTorch's index math.")
+    onnx=_lower_interpolate)
+# The transpose of interpolate's map: each output gradient added to its sources.
 interpolate_backward = defop(
     "interpolate_backward", _backward_kernel, _backward_infer,
     vjp=lambda gg, out, g, input_size, **attrs: (interpolate_op(gg, **attrs),), saves=(),
-    onnx=not_exportable("a gradient op: training graphs only"),
-    doc="The transpose of interpolate's map: each output gradient added to its sources.")
+    onnx=not_exportable("a gradient op: training graphs only"))
 
 
 # ---- the public function: PyTorch's argument rules ----------------------------------------------

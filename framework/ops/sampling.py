@@ -40,12 +40,12 @@ def _multinomial_kernel(xp, probs, num_samples, replacement, device, generator=N
     return out.astype("int64", copy=False).reshape(probs.shape[:-1] + (num_samples,))
 
 
+# Category indices drawn from each row's (unnormalised) weights.
 multinomial_op = defop(
     "multinomial", _multinomial_kernel,
     lambda probs, num_samples, replacement, device, generator=None: TensorType(
         probs.shape[:-1] + (num_samples,), dt.int64, probs.device),
-    pure=False, onnx=not_exportable("random sampling is not part of an exported inference graph"),
-    doc="Category indices drawn from each row's (unnormalised) weights.")
+    pure=False, onnx=not_exportable("random sampling is not part of an exported inference graph"))
 
 
 def _check_weights(input) -> None:

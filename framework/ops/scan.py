@@ -79,11 +79,11 @@ def _linear_scan_vjp(g, out, a, b, dim):
     return adjoint * _shift(out, dim, 0.0), adjoint
 
 
+# The first-order linear recurrence; its VJP is itself reversed, so it differentiates to any order.
+# cumprod's gradient is made of it, exact where the input has zeros.
 linear_scan = defop(
     "linear_scan", _linear_scan_kernel, lambda a, b, dim: b, _linear_scan_vjp, saves=(0,),
-    saves_out=True, promote=True, onnx=not_exportable("only cumprod gradients use it"),
-    doc="The first-order linear recurrence; its VJP is itself reversed, so it differentiates "
-        "to any order. cumprod's gradient is made of it, exact where the input has zeros.")
+    saves_out=True, promote=True, onnx=not_exportable("only cumprod gradients use it"))
 
 
 def _cumprod_vjp(g, out, x, dim):

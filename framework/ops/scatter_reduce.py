@@ -170,10 +170,10 @@ def _scatter_reduce_vjp(g, out, x, index, src, dim, reduce, include_self):
     return _grad_if(x, self_grad), None, _grad_if(src, source_grad)
 
 
+# x with src combined into it at index along dim (sum, prod, mean, amax or amin).
 scatter_reduce_op = defop(
     "scatter_reduce", _scatter_reduce_kernel, lambda x, index, src, **attrs: x,
-    _scatter_reduce_vjp, saves_out=True, out_arg=True, onnx=_lower_scatter_reduce,
-    doc="x with src combined into it at index along dim (sum, prod, mean, amax or amin).")
+    _scatter_reduce_vjp, saves_out=True, out_arg=True, onnx=_lower_scatter_reduce)
 
 
 # ---- scatter_reduce / scatter(reduce=) -----------------------------------------------------------

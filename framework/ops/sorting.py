@@ -86,10 +86,10 @@ def _lower_topk(ctx, node):
     return values, indices
 
 
+# The k largest (or smallest) along `dim`, sorted, with their int64 positions.
 topk_op = defop(
     "topk", _topk_kernel, _topk_rule, _topk_vjp, saves=(), saves_out=(1,), num_outputs=2,
-    onnx=_lower_topk,
-    doc="The k largest (or smallest) along `dim`, sorted, with their int64 positions.")
+    onnx=_lower_topk)
 
 
 # ---- searchsorted --------------------------------------------------------------------------------
@@ -116,10 +116,10 @@ def _searchsorted_rule(seq, values, right, out_int32):
     return TensorType(values.shape, dt.int32 if out_int32 else dt.int64, values.device)
 
 
+# For each value, the position in the sorted last dim of `seq` that keeps it sorted.
 searchsorted_op = defop(
     "searchsorted", _searchsorted_kernel, _searchsorted_rule, promote=True,
-    onnx=not_exportable("ONNX has no search in sorted boundaries"),
-    doc="For each value, the position in the sorted last dim of `seq` that keeps it sorted.")
+    onnx=not_exportable("ONNX has no search in sorted boundaries"))
 
 
 # ---- public functions ----------------------------------------------------------------------------

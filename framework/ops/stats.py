@@ -122,7 +122,7 @@ def _logsumexp_vjp(g, out, x, dim=None, keepdim=False):
 
 
 logsumexp_op = defop("logsumexp", widened(_logsumexp_kernel), rules.reduce, _logsumexp_vjp,
-                     saves_out=True, onnx=_lower_logsumexp)
+                     saves_out=True, onnx=_lower_logsumexp, amp="float32")
 
 
 # ---- vector norms --------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def _norm_vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
 
 
 vector_norm_op = defop("vector_norm", widened(_norm_kernel), rules.reduce, _norm_vjp, saves_out=True,
-                       onnx=_lower_vector_norm)
+                       onnx=_lower_vector_norm, amp="float32")
 
 
 # ---- public functions ----------------------------------------------------------------------------

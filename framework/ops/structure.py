@@ -68,14 +68,13 @@ def _require_static(ctx, op: str, *sizes) -> tuple:
 
 # ---- tril / triu ---------------------------------------------------------------------------------
 def _triangle(fn: str, upper: int):
-    """The op keeping the lower (`tril`) or upper (`triu`) triangle of the last two dims."""
+    """The op keeping the lower (`tril`) or upper (`triu`) triangle of the last two dims: zeros
+    outside it, offset by `diagonal` (> 0: above the main diagonal)."""
     def kernel(xp, x, diagonal):
         return getattr(xp, fn)(x, diagonal)
     op = defop(fn, kernel, lambda x, diagonal: x,
                vjp=lambda g, out, x, diagonal: (op(g, diagonal=diagonal),), saves=(),
-               onnx=_lower_trilu(upper),
-               doc=f"Zeros outside the {'upper' if upper else 'lower'} triangle, offset by "
-                   "`diagonal` (> 0: above the main diagonal).")
+               onnx=_lower_trilu(upper))
     return op
 
 
@@ -125,18 +124,18 @@ def _diag_embed_kernel(xp, x, shape, offset, dim1, dim2):
     return out
 
 
+# The diagonal `offset` of the (dim1, dim2) matrices, as a new last dim (a view).
 diagonal_op = defop(
     "diagonal", _diagonal_kernel, _diagonal_infer,
     vjp=lambda g, out, x, offset, dim1, dim2: (diag_embed_op(
         g, shape=tuple(x.shape), offset=offset, dim1=dim1, dim2=dim2),),
-    saves=(), view=True, onnx=_lower_diagonal,
-    doc="The diagonal `offset` of the (dim1, dim2) matrices, as a new last dim (a view).")
+    saves=(), view=True, onnx=_lower_diagonal)
+# Zeros of `shape` with x's last dim on the diagonal `offset` of dims (dim1, dim2).
 diag_embed_op = defop(
     "diag_embed", _diag_embed_kernel, lambda x, shape, **dims: _like(x, shape),
     vjp=lambda g, out, x, shape, offset, dim1, dim2: (diagonal_op(
         g, offset=offset, dim1=dim1, dim2=dim2),),
-    saves=(), onnx=_lower_diag_embed,
-    doc="Zeros of `shape` with x's last dim on the diagonal `offset` of dims (dim1, dim2).")
+    saves=(), onnx=_lower_diag_embed)
 
 
 def _two_dims(op: str, ndim: int, dim1, dim2) -> tuple:

@@ -15,6 +15,7 @@ from .. import dtype as dt
 from ..tensor import Tensor
 from . import rules
 from .arith import add, div, mul, neg, onnx_round_to_zero, sub, zero_grad
+from .fused_code import CpuTemplate, by_kernel, cuda_rule, ufunc
 from .opdef import defop
 
 
@@ -79,6 +80,9 @@ def _onnx_isfinite(ctx, x):
 
 
 def _unary(name, kernel, vjp, *, reads=("x",), onnx=None, rule=rules.same_float, **flags):
+    """Float math ops default to their ufunc of the same name (integers go through the kernel,
+    which computes in the default float dtype) and the CUDA function of that name."""
+    flags = {"cpu": ufunc(name, 1, "float"), "cuda": f"{name}({{0}})", **flags}
     return defop(name, kernel, rule, vjp, elementwise=True, onnx=onnx,
                  saves=(0,) if "x" in reads else (), saves_out="out" in reads, **flags)
 
@@ -87,16 +91,19 @@ def _zero_vjp(g, out, x, **attrs):
     return (zero_grad(g),)
 
 
-def _rounding(name, kernel, onnx=None):
+def _rounding(name, kernel, onnx=None, **flags):
     """Floor/ceil/trunc/round: integers pass through unchanged; the gradient is zero."""
+    flags = {"cuda": cuda_rule(f"{name}({{0}})", "{0}"), **flags}
     def run(xp, x, **attrs):
         return kernel(xp, x, **attrs) if dt.is_float_array(x) else x.copy()
-    return _unary(name, run, _zero_vjp, reads=(), onnx=onnx, rule=rules.same)
+    return _unary(name, run, _zero_vjp, reads=(), onnx=onnx, rule=rules.same, **flags)
 
 
-def _predicate(name, kernel, onnx=None):
-    """isnan/isinf/isfinite: bool outputs, no gradient."""
-    return _unary(name, kernel, None, reads=(), onnx=onnx, rule=rules.same_bool)
+def _predicate(name, kernel, onnx=None, on_integers="false"):
+    """isnan/isinf/isfinite: bool outputs, no gradient; `on_integers` their constant answer."""
+    return _unary(name, kernel, None, reads=(), onnx=onnx, rule=rules.same_bool,
+                  cpu=ufunc(name, 1, "any"),
+                  cuda=cuda_rule(f"{name}({{0}})", on_integers, by_input=True))
 
 
 # ---- erf without SciPy -----------------------------------------------------------------------
@@ -179,6 +186,19 @@ def _erf_kernel(xp, x):
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
+
+def _cuda_round(arg_types, out_type, attrs):
+    """Half to even (`rint`), scaled by 10**decimals as NumPy does: x * f, rint, / f (decimals
+    < 0: x / f, rint, * f); integers are already whole."""
+    decimals = attrs.get("decimals", 0)
+    if not out_type.dtype.is_floating_point:
+        return "{0}"
+    if not decimals:
+        return "rint({0})"
+    f = f"({{t}}){10.0 ** abs(decimals)!r}"
+    return f"rint({{0}} * {f}) / {f}" if decimals > 0 else f"rint({{0}} / {f}) * {f}"
+
+
 exp = _unary("exp", lambda xp, x, out=None: xp.exp(floating(x), out=out),
              lambda g, out, x: (mul(g, out),), reads=("out",), onnx="Exp", out_arg=True)
 expm1 = _unary("expm1", lambda xp, x, out=None: xp.expm1(floating(x), out=out),
@@ -199,13 +219,15 @@ sqrt = _unary("sqrt", lambda xp, x, out=None: xp.sqrt(floating(x), out=out),
               lambda g, out, x: (div(g, mul(out, 2)),), reads=("out",), onnx="Sqrt", out_arg=True)
 rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(floating(x)),
                lambda g, out, x: (mul(g, mul(mul(out, out), mul(out, -0.5))),), reads=("out",),
-               onnx=_lower_steps("Sqrt", "Reciprocal"))
+               onnx=_lower_steps("Sqrt", "Reciprocal"),
+               cpu=CpuTemplate("sqrt({0}, out={o}); true_divide(1, {o}, out={o})", "float"))
 reciprocal = _unary("reciprocal", lambda xp, x, out=None: xp.reciprocal(floating(x), out=out),
                     lambda g, out, x: (neg(mul(g, mul(out, out))),), reads=("out",),
-                    onnx="Reciprocal", out_arg=True)
+                    onnx="Reciprocal", out_arg=True, cuda="({t})1 / {0}")
 square = _unary("square", lambda xp, x, out=None: xp.square(x, out=out),
                 lambda g, out, x: (mul(g, mul(x, 2)),), rule=rules.same, out_arg=True,
-                onnx=lambda ctx, node: ctx.emit("Mul", [ctx.input(node, 0)] * 2))
+                onnx=lambda ctx, node: ctx.emit("Mul", [ctx.input(node, 0)] * 2),
+                cpu=ufunc("square", 1, "same"), cuda="{0} * {0}")
 sin = _unary("sin", lambda xp, x, out=None: xp.sin(floating(x), out=out),
              lambda g, out, x: (mul(g, cos(x)),), onnx="Sin", out_arg=True)
 cos = _unary("cos", lambda xp, x, out=None: xp.cos(floating(x), out=out),
@@ -217,25 +239,32 @@ tanh = _unary("tanh", lambda xp, x, out=None: xp.tanh(floating(x), out=out),
               lambda g, out, x: (mul(g, sub(1, mul(out, out))),), reads=("out",), onnx="Tanh",
               out_arg=True)
 erf = _unary("erf", _erf_kernel,
-             lambda g, out, x: (mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI)),), onnx="Erf")
+             lambda g, out, x: (mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI)),), onnx="Erf",
+             cpu=by_kernel("no NumPy ufunc: the kernel evaluates polynomials"))
 abs_ = _unary("abs", lambda xp, x, out=None: xp.abs(x, out=out),
-              lambda g, out, x: (mul(g, sign(x)),), rule=rules.same, onnx="Abs", out_arg=True)
+              lambda g, out, x: (mul(g, sign(x)),), rule=rules.same, onnx="Abs", out_arg=True,
+              cpu=ufunc("absolute", 1, "same"),
+              cuda=cuda_rule("fabs({0})", "({0} < 0 ? -{0} : {0})"))   # fabs(-0.0) is +0.0
 
-sign = _unary("sign", lambda xp, x: xp.sign(x), _zero_vjp, reads=(), onnx="Sign", rule=rules.same)
+sign = _unary("sign", lambda xp, x: xp.sign(x), _zero_vjp, reads=(), onnx="Sign", rule=rules.same,
+              cpu=ufunc("sign", 1, "same"),
+              cuda=cuda_rule("({0} != {0} ? {0} : ({t})(({0} > 0) - ({0} < 0)))",
+                             "({t})(({0} > 0) - ({0} < 0))"))
 floor = _rounding("floor", lambda xp, x: xp.floor(x),
                   onnx=_lower_rounding(lambda ctx, x, dtype: ctx.emit("Floor", [x])))
 ceil = _rounding("ceil", lambda xp, x: xp.ceil(x),
                  onnx=_lower_rounding(lambda ctx, x, dtype: ctx.emit("Ceil", [x])))
 trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), onnx=_lower_rounding(onnx_round_to_zero))
 round_op = _rounding("round", lambda xp, x, decimals=0: xp.round(x, decimals),
-                     onnx=_lower_rounding(_onnx_round))
+                     onnx=_lower_rounding(_onnx_round), cuda=_cuda_round,
+                     cpu=by_kernel("NumPy's round is no ufunc (it takes `decimals`)"))
 
 isnan = _predicate("isnan", lambda xp, x: xp.isnan(x),
                    onnx=_lower_predicate(lambda ctx, x: ctx.emit("IsNaN", [x]), False))
 isinf = _predicate("isinf", lambda xp, x: xp.isinf(x),
                    onnx=_lower_predicate(lambda ctx, x: ctx.emit("IsInf", [x]), False))
 isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x),
-                      onnx=_lower_predicate(_onnx_isfinite, True))
+                      onnx=_lower_predicate(_onnx_isfinite, True), on_integers="true")
 
 
 def round_fn(input, *, decimals: int = 0) -> Tensor:

@@ -9,12 +9,12 @@ from the backward's seed: a constant only the backward reads, or a value made fr
 from __future__ import annotations
 
 from dualflow import dtype as dt
-from dualflow.amp.policy import LOW_PRECISION_OPS
+from dualflow.ops.shape import permute_op, reshape_op
 
 from ..ir import Graph
 from .rewrite import emit, remap_outputs, rewire
 
-_VIEWS = ("permute", "reshape")
+_VIEWS = (permute_op, reshape_op)   # views that only rearrange: they commute with a cast
 
 
 def amp_pass(dtype, scaler):
@@ -45,7 +45,7 @@ class _Autocast:
         """v in float16, cast before any permute/reshape that made v (shared by CSE)."""
         if v.id not in self.low_of:
             p = v.producer
-            if v.kind == "node" and id(p) in self.local and p.op.name in _VIEWS:
+            if v.kind == "node" and id(p) in self.local and p.op in _VIEWS:
                 src = self.lowered(p.inputs[0], like)
                 self.low_of[v.id] = emit(self.graph, self.nodes, p.op.name, [src], like,
                                          **p.attrs)
@@ -66,7 +66,7 @@ class _Autocast:
         for n in self.graph.nodes:
             rewire(n, replace)
             floats = [v.type.dtype for v in n.inputs if v.type.dtype.is_floating_point]
-            if n.op.name not in LOW_PRECISION_OPS or not floats or any(
+            if n.op.amp != "low" or not floats or any(
                     d is not dt.float32 for d in floats):
                 self.nodes.append(n)
                 continue

@@ -17,6 +17,7 @@ from dualflow.graph import elementwise_cpu
 from dualflow.graph.elementwise_cuda import kernel_source
 from dualflow.graph.fused import FUSED_ELEMENTWISE, body_of
 from dualflow.ops import REGISTRY
+from dualflow.ops.fused_code import CpuTemplate
 from dualflow.ops.opdef import TensorType, infer_type
 
 UNARY = {
@@ -134,12 +135,16 @@ def _data(dtype, shape, rng):
     return rng.uniform(0.5, 2.0, size=shape).astype(dtype.np)
 
 
-@pytest.mark.parametrize("name", sorted(elementwise_cpu.TEMPLATES))
-def test_ufunc_table_matches_kernels(name):
+_TEMPLATED = sorted(name for name, op in REGISTRY.items()
+                   if isinstance(op.cpu, CpuTemplate) and op.cpu.code)
+
+
+@pytest.mark.parametrize("name", _TEMPLATED)
+def test_ufunc_templates_match_kernels(name):
     op = REGISTRY[name]
-    rule = elementwise_cpu.TEMPLATES[name][1]
+    rule = op.cpu.dtypes
     rng = np.random.default_rng(0)
-    arity = len({c for c in "012" if "{" + c + "}" in elementwise_cpu.TEMPLATES[name][0]})
+    arity = len({c for c in "012" if "{" + c + "}" in op.cpu.code})
     for dtype in _DTYPES[rule]:
         shapes = [(4,)] if name == "broadcast_to" else [(3, 4), (4,), ()][:arity]
         arrays = [_data(dtype, s, rng) for s in shapes]

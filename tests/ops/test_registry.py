@@ -5,12 +5,17 @@ against what the kernel returns, and gradients against central finite difference
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import dualflow as flow
 from dualflow.ops import REGISTRY, TensorType
-from dualflow.ops.opdef import infer_type
+from dualflow.ops.fused_code import CpuTemplate, by_kernel
+from dualflow.ops.opdef import AMP_POLICIES, OpDef, defop, infer_type
 
 from .samples import all_samples
 
@@ -46,6 +51,72 @@ def test_every_registered_op_has_samples():
 def test_samples_name_registered_ops():
     unknown = sorted(set(SAMPLES) - set(REGISTRY))
     assert not unknown, f"samples for ops that are not registered: {unknown}"
+
+
+# ---- the facts an op must state (docs/adding_ops.md) -------------------------------------------
+def _stated(fact) -> bool:
+    """A fused-code fact: a template or expression, or `by_kernel` with a reason."""
+    return fact is not None and (not isinstance(fact, by_kernel) or bool(fact.reason.strip()))
+
+
+def test_every_elementwise_op_states_its_fused_code():
+    """Fusion runs every elementwise op inside generated code: each says how (a NumPy template,
+    a CUDA expression) or why its kernel is called instead."""
+    bad = [f"{op.name}: cpu={op.cpu!r}, cuda={op.cuda!r}" for op in REGISTRY.values()
+           if op.elementwise and not (_stated(op.cpu) and _stated(op.cuda))]
+    assert not bad, "elementwise ops without a fused-code fact or a reason:\n" + "\n".join(bad)
+
+
+def test_fused_code_facts_are_well_formed():
+    for op in REGISTRY.values():
+        if op.cpu is not None and not isinstance(op.cpu, by_kernel):
+            assert isinstance(op.cpu, CpuTemplate), op.name
+            assert bool(op.cpu.code) != bool(op.cpu.lines), f"{op.name}: code or lines, not both"
+            assert op.cpu.dtypes in ("same", "float", "cmp", "any"), op.name
+            for fn in re.findall(r"(?<![.\w])([a-z_][a-z_0-9]*)\(", op.cpu.code):
+                assert callable(getattr(np, fn, None)), f"{op.name}: numpy has no {fn}"
+        if op.cuda is not None and not isinstance(op.cuda, by_kernel):
+            assert isinstance(op.cuda, str) or callable(op.cuda), op.name
+
+
+def test_only_bodies_members_state_fused_code():
+    """Fusion takes elementwise ops, and broadcast_to (which ufunc lines do by themselves)."""
+    extra = sorted(op.name for op in REGISTRY.values() if not op.elementwise and (
+        op.cpu is not None or op.cuda is not None))
+    assert extra == ["broadcast_to"]
+
+
+def test_memory_and_compile_facts_are_consistent():
+    for op in REGISTRY.values():
+        assert op.amp in AMP_POLICIES, op.name
+        assert op.returns_input is False or (not op.view and (op.returns_input is True or callable(
+            op.returns_input))), f"{op.name}: returns_input is for kernels that are no views"
+        assert not op.out_buffer or (op.out_arg and not op.elementwise), \
+            f"{op.name}: out_buffer marks a non-elementwise op whose kernel takes out="
+        assert op.specialize is None or callable(op.specialize), op.name
+
+
+def test_amp_policy_covers_the_products_and_the_sensitive_ops():
+    """Ops that take a low-precision dtype from autocast are float products; the float32 ones
+    are reductions and losses (a typo in a policy name fails at defop already)."""
+    low = {op.name for op in REGISTRY.values() if op.amp == "low"}
+    assert {"matmul", "conv2d", "conv2d_weight", "conv_transpose2d", "einsum"} == low
+    assert {op.name for op in REGISTRY.values() if op.amp == "float32"} >= {
+        "softmax", "log_softmax", "logsumexp", "cross_entropy"}
+    with pytest.raises(ValueError, match="amp must be one of"):
+        defop("amp_typo_op", lambda xp, x: x, amp="half")
+    assert "amp_typo_op" not in REGISTRY
+
+
+def test_every_opdef_field_is_read_somewhere():
+    """No write-only facts: each OpDef field is read (`.field`, or getattr's "field") outside
+    opdef.py."""
+    root = Path(flow.__file__).resolve().parent.parent
+    text = "\n".join(p.read_text() for folder in ("framework", "eager", "graph", "nn", "export")
+                     for p in (root / folder).rglob("*.py") if p.name != "opdef.py")
+    unread = [f.name for f in dataclasses.fields(OpDef)
+              if f".{f.name}" not in text and f'"{f.name}"' not in text]
+    assert not unread, f"OpDef fields nothing reads: {unread}"
 
 
 @pytest.mark.parametrize("name,sample", CASES)
