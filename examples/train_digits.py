@@ -91,7 +91,7 @@ def train(name: str, model: nn.Module, run_mode: str, epochs: int, train_set, lr
     for epoch in range(epochs):
         total, correct, count = 0.0, 0, 0
         bar = tqdm(loader, desc=f"{name} [{label}] epoch {epoch + 1}/{epochs}", unit="step",
-                   leave=False)
+                   leave=False, disable=None)   # shown on a terminal, not in logs
         for x, y in bar:
             if step is not None:
                 loss, hits = step(x, y)
