@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..elementwise_cpu import CHUNK_MIN, SPECIAL, template_for
 from ..fused import FUSED_ELEMENTWISE, body_of
 from ..ir import Graph, Node
+from .rewrite import ANY, Rewriter, rewrite
 
 
 def fusible(node: Node) -> bool:
@@ -78,25 +79,26 @@ def _order(graph: Graph):
 
 
 def fuse_elementwise(graph: Graph) -> Graph:
+    """The groups are found first (they need the whole graph); then one rewrite sweep puts each
+    group's fused node in its root's place and drops the other members (placed before it)."""
     found = groups(graph)
-    members = {id(m) for g in found.values() for m in g}
-    nodes = []
-    for n in graph.nodes:
-        g = found.get(id(n))
-        if g is not None:
-            nodes.append(fused_node(g))
-        elif id(n) not in members:
-            nodes.append(n)
-    graph.nodes = nodes
-    return graph
+
+    def fuse(rw: Rewriter, n: Node):
+        members = found.get(id(n))
+        if members is None:
+            return None
+        for m in members[:-1]:
+            rw.drop(m)
+        return fused_node(members)
+    rules = {ANY: fuse}
+    return rewrite(graph, rules, escaping=rules)
 
 
 def fused_node(members: list) -> Node:
-    """One fused_elementwise node for `members` (in order; the last is the root)."""
+    """One fused_elementwise node for `members` (in order; the last is the root), computing
+    the root's output Value."""
     inside = {v.id for m in members for v in m.outputs}
     inputs = list({v.id: v for m in members for v in m.inputs if v.id not in inside}.values())
     root = members[-1]
-    node = Node(FUSED_ELEMENTWISE, inputs, {"body": body_of(members, inputs)}, root.outputs,
+    return Node(FUSED_ELEMENTWISE, inputs, {"body": body_of(members, inputs)}, root.outputs,
                 root.scope, root.source, root.grad_enabled)
-    root.outputs[0].producer = node
-    return node

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step, body_of, scalar_of
 from ..ir import Graph, Node
 from .fuse_elementwise import fusible
+from .rewrite import ANY, Rewriter, rewrite
 
 
 def _epilogue_body(user: Node, product) -> tuple[FusedBody, list]:
@@ -30,31 +31,27 @@ def _epilogue_body(user: Node, product) -> tuple[FusedBody, list]:
 
 
 def fuse_matmul(graph: Graph) -> Graph:
-    uses, seen = graph.uses(), graph.escaping()
+    """A rule on the epilogue: it absorbs the earliest matmul whose product only it reads."""
     states = {v.id for _, v in graph.state_updates}
-    fused: dict = {}   # id(epilogue node) -> replacement
-    dropped: set = set()
-    for n in graph.nodes:
-        if n.op.name != "matmul" or not n.op.pure:
-            continue
-        product = n.outputs[0]
-        users = uses.readers(product)
-        if product.id in seen or len(users) != 1 or not product.type.shape:
-            continue
-        user = users[0]
-        if not (user.op is FUSED_ELEMENTWISE or fusible(user)) or id(user) in fused:
-            continue
-        out = user.outputs[0]
-        if out.id in states:  # a new state: on its own the epilogue updates it in place
-            continue
-        if (tuple(out.type.shape), out.type.dtype) != (tuple(product.type.shape),
-                                                       product.type.dtype):
-            continue
-        body, extra = _epilogue_body(user, product)
-        node = Node(FUSED_MATMUL, list(n.inputs) + extra, {"body": body}, user.outputs,
+
+    def absorbs(rw: Rewriter, user: Node, n) -> bool:
+        if n is None or n.op.name != "matmul" or not n.op.pure:
+            return False
+        product, out = n.outputs[0], user.outputs[0]
+        return not rw.escapes(product) and rw.readers(product) == 1 and bool(
+            product.type.shape) and (tuple(out.type.shape), out.type.dtype) == (
+            tuple(product.type.shape), product.type.dtype)
+
+    def epilogue(rw: Rewriter, user: Node):
+        if not (user.op is FUSED_ELEMENTWISE or fusible(user)) or user.outputs[0].id in states:
+            return None   # a new state: on its own the epilogue updates it in place
+        found = {id(p): p for p in map(rw.producer, user.inputs) if absorbs(rw, user, p)}
+        if not found:
+            return None
+        n = min(found.values(), key=rw.position)
+        rw.drop(n)
+        body, extra = _epilogue_body(user, n.outputs[0])
+        return Node(FUSED_MATMUL, list(n.inputs) + extra, {"body": body}, user.outputs,
                     user.scope, user.source, user.grad_enabled)
-        out.producer = node
-        fused[id(user)] = node
-        dropped.add(id(n))
-    graph.nodes = [fused.get(id(n), n) for n in graph.nodes if id(n) not in dropped]
-    return graph
+    rules = {ANY: epilogue}
+    return rewrite(graph, rules, escaping=rules)

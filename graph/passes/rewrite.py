@@ -1,10 +1,11 @@
 """The rewrite driver: a pass is a table of rules, `op name -> rule`, run in one forward sweep.
 
-A rule is `rule(rw, node) -> None | Value | tuple of Values`: None keeps the node; otherwise the
-node is dropped and its outputs are replaced by the returned values (one per output). Rules may
-emit new nodes (`rw.emit`), which take the node's place in order. Because the sweep runs forward
-and replacements rewire every reader at once, a rule sees its inputs already rewritten, so
-chains collapse in one sweep (`neg(neg(neg(x)))`).
+A rule is `rule(rw, node) -> None | Value | tuple of Values | Node`: None keeps the node; values
+replace its outputs (one per output) and the node goes; a Node takes its place computing the same
+output Values (a fused node: no reader changes). Rules may emit new nodes (`rw.emit`), which go
+before the node in order, and drop earlier nodes that the new one absorbs (`rw.drop`). Because
+the sweep runs forward and replacements rewire every reader at once, a rule sees its inputs
+already rewritten, so chains collapse in one sweep (`neg(neg(neg(x)))`).
 
 The driver keeps the graph's use-def index (`Graph.uses()`) current, so rules ask
 `rw.readers(v)` instead of rebuilding reader maps, and one sweep costs time linear in the
@@ -29,6 +30,8 @@ class Rewriter:
         self.uses = graph.uses()
         self.escaping = graph.escaping()
         self.nodes: list = []       # the rewritten node list, in order
+        self.placed: dict = {}      # id(node) -> its index in self.nodes
+        self.dropped: set = set()   # ids of placed nodes dropped afterwards
         self.replaced: dict = {}    # value id -> Value (for outputs and state values)
         self.local = {id(n) for n in graph.nodes}  # a split graph's inputs have outside producers
 
@@ -44,12 +47,20 @@ class Rewriter:
     def escapes(self, v: Value) -> bool:
         return v.id in self.escaping
 
+    def position(self, node: Node) -> int:
+        """Where an already placed node stands in the rewritten order."""
+        return self.placed[id(node)]
+
+    def place(self, node: Node) -> None:
+        self.placed[id(node)] = len(self.nodes)
+        self.nodes.append(node)
+
     def emit(self, op, inputs: list, attrs: dict, like: Node) -> Value:
         """Add a node before the one being rewritten; returns its (first) output."""
         from dualflow.ops.opdef import infer_type
         node = make_node(self.graph, op, inputs, attrs,
                          infer_type(op, tuple(v.type for v in inputs), attrs), like)
-        self.nodes.append(node)
+        self.place(node)
         self.local.add(id(node))
         self.uses.add(node)
         return node.outputs[0]
@@ -58,6 +69,13 @@ class Rewriter:
         from dualflow.ops.opdef import REGISTRY
         return self.emit(REGISTRY[op_name], inputs, attrs, like)
 
+    def drop(self, node: Node) -> None:
+        """Remove an already placed node whose results only the node being rewritten read
+        (it absorbs them)."""
+        self.dropped.add(id(node))
+        self.uses.remove(node)
+        self.local.discard(id(node))
+
     def replace(self, node: Node, values: tuple) -> None:
         """Drop `node`; every reader of its outputs reads `values` instead."""
         self.uses.remove(node)
@@ -65,6 +83,19 @@ class Rewriter:
         for old, new in zip(node.outputs, values):
             self.uses.replace_all(old, new)
             self.replaced[old.id] = new
+
+    def substitute(self, node: Node, new: Node) -> None:
+        """`new` computes node's output Values in its place."""
+        if new.outputs is not node.outputs:
+            raise ValueError(f"a node replacing {node.op.name} must compute its outputs  "
+                             f"# {node.where()}")
+        for o in new.outputs:
+            o.producer = new
+        self.uses.remove(node)
+        self.local.discard(id(node))
+        self.uses.add(new)
+        self.local.add(id(new))
+        self.place(new)
 
 
 def rewrite(graph: Graph, rules: dict, escaping: dict | None = None) -> Graph:
@@ -75,17 +106,20 @@ def rewrite(graph: Graph, rules: dict, escaping: dict | None = None) -> Graph:
         rule = table.get(n.op.name, table.get(ANY)) if table else None
         new = rule(rw, n) if rule is not None else None
         if new is None:
-            rw.nodes.append(n)
-            continue
-        values = new if isinstance(new, tuple) else (new,)
-        if len(values) != len(n.outputs):
-            raise ValueError(f"rewrite rule for {n.op.name} returned {len(values)} values for "
-                             f"{len(n.outputs)} outputs  # {n.where()}")
-        if values[0] is n.outputs[0]:   # the rule kept the node
-            rw.nodes.append(n)
-            continue
-        rw.replace(n, values)
-    graph.set_nodes(rw.nodes, rw.uses)
+            rw.place(n)
+        elif isinstance(new, Node):
+            rw.substitute(n, new)
+        else:
+            values = new if isinstance(new, tuple) else (new,)
+            if len(values) != len(n.outputs):
+                raise ValueError(f"rewrite rule for {n.op.name} returned {len(values)} values "
+                                 f"for {len(n.outputs)} outputs  # {n.where()}")
+            if values[0] is n.outputs[0]:   # the rule kept the node
+                rw.place(n)
+            else:
+                rw.replace(n, values)
+    nodes = [n for n in rw.nodes if id(n) not in rw.dropped] if rw.dropped else rw.nodes
+    graph.set_nodes(nodes, rw.uses)
     remap_outputs(graph, rw.replaced)
     return graph
 

@@ -6,10 +6,11 @@ import pytest
 
 import dualflow as flow
 from dualflow.graph import interpret
-from dualflow.graph.ir import Uses
+from dualflow.graph.ir import Node, Uses
 from dualflow.graph.passes import DEFAULT_PASSES
 from dualflow.graph.passes.dce import dce
 from dualflow.graph.passes.rewrite import ANY, rewrite
+from dualflow.ops import REGISTRY
 
 from .models import MODELS, make
 from .test_passes import ops, trace
@@ -97,3 +98,27 @@ def test_dce_keeps_exactly_what_reaches_an_output_or_a_random_draw():
     g.verify()
     assert g.nodes == expect
     assert "exp" not in ops(g) and "uniform" in ops(g)
+
+
+def test_a_node_taking_anothers_place_must_compute_its_outputs():
+    g = trace(lambda t: flow.exp(t) + 1.0, flow.ones(2))
+    with pytest.raises(ValueError, match="replacing exp must compute its outputs"):
+        rewrite(g, {"exp": lambda rw, n: Node(n.op, n.inputs, {}, [], n.scope)})
+
+
+def test_a_substituted_node_absorbs_the_nodes_it_drops():
+    """tanh(exp(x)) -> one node computing tanh's output from x (exp dropped), as fusions do."""
+    x = np.array([0.5, -1.0], dtype=np.float32)
+    g = trace(lambda t: flow.tanh(flow.exp(t)) * 2.0, flow.tensor(x))
+
+    def absorb_exp(rw, n):
+        src = rw.producer(n.inputs[0])
+        if src is None or src.op.name != "exp" or rw.readers(n.inputs[0]) != 1:
+            return None
+        rw.drop(src)
+        return Node(REGISTRY["expm1"], src.inputs, {}, n.outputs, n.scope)   # any op: a stand-in
+    g = rewrite(g, {"tanh": absorb_exp})
+    g.verify()
+    assert ops(g) == ["expm1", "mul"] and g.nodes[1].inputs[0].producer is g.nodes[0]
+    assert _readers_map(g.uses(), g) == _readers_map(Uses(g.nodes), g)
+    np.testing.assert_allclose(interpret(g, [x])[0][0], np.expm1(x) * 2.0, rtol=1e-6)
