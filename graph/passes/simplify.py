@@ -3,7 +3,7 @@
 collapse).
 
 A rule returns the Value that replaces the node's output, or None to keep the node; rules may
-add nodes (via `Rewriter.emit`) that take the node's place. Removed identities: cast to the same
+add nodes (`rw.emit`) that take the node's place. Removed identities: cast to the same
 dtype, permute/reshape/broadcast_to/sum_to to the input's own shape or order, permute of permute,
 reshape of reshape, neg of neg, `x * 1`, `x / 1`, `x + 0`, `0 + x`, `x - 0`, clones. Matmul
 layouts: `matmul(a, b).T` becomes `matmul(b.T, a.T)` (2-d), so a weight gradient comes out
@@ -42,7 +42,7 @@ def _permuted(rw: Rewriter, v, dims, like):
         v = src.inputs[0]
     if dims == tuple(range(len(dims))):
         return v
-    return rw.emit(_op("permute"), [v], {"dims": dims}, like)
+    return rw.emit_op("permute", [v], like, dims=dims)
 
 
 def _reshaped(rw: Rewriter, v, shape, like):
@@ -52,12 +52,7 @@ def _reshaped(rw: Rewriter, v, shape, like):
         v = src.inputs[0]
     if tuple(v.type.shape) == tuple(shape):
         return v
-    return rw.emit(_op("reshape"), [v], {"shape": tuple(shape)}, like)
-
-
-def _op(name):
-    from dualflow.ops.opdef import REGISTRY
-    return REGISTRY[name]
+    return rw.emit_op("reshape", [v], like, shape=tuple(shape))
 
 
 # ---- the rules ------------------------------------------------------------------------------
