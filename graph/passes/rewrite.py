@@ -19,7 +19,7 @@ from typing import Callable
 from ..ir import Graph, Node, Value
 
 ANY = "*"
-Rule = Callable[["Rewriter", Node], "Value | tuple | None"]
+Rule = Callable[["Rewriter", Node], "Value | tuple | Node | None"]
 
 
 class Rewriter:
@@ -83,6 +83,8 @@ class Rewriter:
         for old, new in zip(node.outputs, values):
             self.uses.replace_all(old, new)
             self.replaced[old.id] = new
+            if old.id in self.escaping:   # the caller sees `new` now
+                self.escaping.add(new.id)
 
     def substitute(self, node: Node, new: Node) -> None:
         """`new` computes node's output Values in its place."""
@@ -98,7 +100,8 @@ class Rewriter:
         self.place(new)
 
 
-def rewrite(graph: Graph, rules: dict, escaping: dict | None = None) -> Graph:
+def rewrite(graph: Graph, rules: dict[str, Rule], escaping: dict[str, Rule] | None = None
+            ) -> Graph:
     """Run `rules` over the graph in one forward sweep (see the module docstring)."""
     rw = Rewriter(graph)
     for n in graph.nodes:

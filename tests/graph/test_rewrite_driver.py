@@ -122,3 +122,20 @@ def test_a_substituted_node_absorbs_the_nodes_it_drops():
     assert ops(g) == ["expm1", "mul"] and g.nodes[1].inputs[0].producer is g.nodes[0]
     assert _readers_map(g.uses(), g) == _readers_map(Uses(g.nodes), g)
     np.testing.assert_allclose(interpret(g, [x])[0][0], np.expm1(x) * 2.0, rtol=1e-6)
+
+
+def test_a_value_replacing_an_output_is_seen_by_the_caller_from_then_on():
+    seen = []
+
+    def merge_exp(rw, n):   # the returned exp becomes the first one (as CSE would do)
+        return rw.nodes[0].outputs[0] if rw.nodes and rw.nodes[0].op.name == "exp" else None
+
+    def record(rw, n):
+        seen.append(rw.escapes(n.inputs[0]))
+
+    def f(t):
+        first = flow.exp(t)
+        return flow.exp(t), flow.neg(first) * 2.0   # neg reads `first` after the merge
+    g = rewrite(trace(f, flow.ones(2)), {"neg": record}, escaping={"exp": merge_exp})
+    assert ops(g) == ["exp", "neg", "mul"] and g.outputs[0] is g.nodes[0].outputs[0]
+    assert seen == [True]
