@@ -60,12 +60,17 @@ def _hashable(v):
     return v if isinstance(v, (int, float, bool, str, tuple, type(None))) else repr(v)
 
 
+def hyper_parameters(opt) -> tuple:
+    """Every group's settings but its parameters and lr (an input of the graph, `LrBinding`):
+    a traced step bakes them in, so a changed momentum or weight decay must compile anew."""
+    return tuple(tuple((k, _hashable(v)) for k, v in g.items() if k not in ("params", "lr"))
+                 for g in opt.param_groups)
+
+
 def _signature(opt, live: list) -> tuple:
     grads = tuple((p.grad._data.shape, p.grad._data.dtype, type(p.grad._data)) for p in live)
-    hyper = tuple(tuple((k, _hashable(v)) for k, v in g.items() if k not in ("params", "lr"))
-                  for g in opt.param_groups)
     state = tuple(tuple(opt.state[p]) if p in opt.state else () for p in live)
-    return grads, hyper, state, opt._version, tuple(id(p) for p in live)
+    return grads, hyper_parameters(opt), state, opt._version, tuple(id(p) for p in live)
 
 
 class _StepEntry:

@@ -10,6 +10,10 @@ it is part of the cache key (by value when hashable, else by `repr`) and baked i
 """
 from __future__ import annotations
 
+import hashlib
+
+import numpy as np
+
 from dualflow.tensor import Tensor
 
 _LEAF = ("T",)
@@ -69,7 +73,11 @@ def unflatten(tree, leaves: list):
 
 
 def _static_key(o):
-    """A hashable stand-in for a non-tensor argument: the value, or its repr."""
+    """A hashable stand-in for a non-tensor argument: the value, or its repr; a NumPy array by
+    its contents (its repr elides the middle of a large array)."""
+    if isinstance(o, np.ndarray) and o.dtype.kind != "O":
+        return ("ndarray", o.shape, o.dtype.str, hashlib.blake2b(
+            np.ascontiguousarray(o).view(np.uint8).reshape(-1) if o.size else b"").digest())
     try:
         hash(o)
     except TypeError:

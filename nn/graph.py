@@ -18,7 +18,7 @@ from dualflow.eager.engine import add_arrays
 from dualflow.graph import Trace, TracedTensor, compile_graph, signature
 from dualflow.graph.trace import scope_names
 from dualflow.graph.compiled_call import CompiledCall
-from dualflow.graph.optim_step import LrBinding, check_state_in_place
+from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
@@ -226,7 +226,7 @@ class Graph:
             call = (args, ())
             leaves, structure = flatten_args(args)
         training = tuple([m.training for w in walks for m in w.modules])
-        versions = tuple([opt._version for opt, _ in self._optimizers])
+        versions = tuple([(opt._version, hyper_parameters(opt)) for opt, _ in self._optimizers])
         key = signature(leaves, (structure, training, self.config.version, versions,
                                  tuple([w.key for w in walks])))
 

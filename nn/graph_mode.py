@@ -73,11 +73,12 @@ def _attribute_changes(old: Walk, new: Walk) -> str:
 
 class Walk:
     """A module tree as a compiled call sees it: its modules, parameters (those that want
-    gradients), the plain tensor attributes it reads as inputs (`state.state_attrs`), and its
-    identity (`key`): the modules, parameters, buffers and tensor attributes, and the plain
-    values of the modules' attributes (numbers, strings, tuples of them), which Python code in
-    `forward` may branch on. The key is part of every cache key, so a replaced layer, a new
-    buffer or `model.temperature = 0.5` compiles anew instead of replaying a stale graph."""
+    gradients), the plain tensor attributes it reads as inputs (`capture.state_attrs`), and its
+    identity (`key`): the modules, parameters, buffers, tensor attributes and forward hooks, and
+    the plain values of the modules' attributes (numbers, strings, tuples of them), which Python
+    code in `forward` may branch on. The key is part of every cache key, so a replaced layer, a
+    new buffer, a new hook or `model.temperature = 0.5` compiles anew instead of replaying a
+    stale graph."""
     __slots__ = ("version", "modules", "params", "flags", "grad_params", "attrs", "attr_names",
                  "guards", "key")
 
@@ -91,9 +92,12 @@ class Walk:
         self.attr_names = {(id(m), name) for m, name in self.attrs}
         self.guards = guard_values(self.modules)
         buffers = [b for m in self.modules for b in m._buffers.values()]
+        hooks = tuple((i, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
+                      for i, m in enumerate(self.modules) if m._forward_pre_hooks or
+                      m._forward_hooks)   # a hook added or removed after a call compiles anew
         self.key = WalkKey(tuple(map(id, self.modules)) + tuple(map(id, self.params)) + tuple(
             map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs) + self.guards +
-            tuple(self.flags))
+            tuple(self.flags) + hooks)
 
     def current(self) -> bool:
         """Still true to the tree: no table or attribute changed, and no parameter was frozen

@@ -27,8 +27,9 @@ tree_version = [0]   # bumped by every change to any module's tables or attribut
 
 
 class _Members(OrderedDict):
-    """A module's table of parameters, buffers or children. Every change bumps `tree_version`,
-    so a walk of a module tree (GRAPH-mode calls do one per call) can be cached and trusted."""
+    """A module's table of parameters, buffers, children or forward hooks. Every change bumps
+    `tree_version`, so a walk of a module tree (GRAPH-mode calls do one per call) can be cached
+    and trusted."""
 
     def __setitem__(self, key, value):
         tree_version[0] += 1
@@ -121,8 +122,8 @@ class Module:
                             f"{args or ''}{kwargs or ''}")
         for name, value in (("training", True), ("_parameters", _Members()),
                             ("_buffers", _Members()), ("_non_persistent_buffers_set", set()),
-                            ("_modules", _Members()), ("_forward_pre_hooks", OrderedDict()),
-                            ("_forward_hooks", OrderedDict())):
+                            ("_modules", _Members()), ("_forward_pre_hooks", _Members()),
+                            ("_forward_hooks", _Members())):
             object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):

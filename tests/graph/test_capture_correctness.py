@@ -509,3 +509,51 @@ def test_a_compiled_optimizer_step_that_cannot_be_traced_leaves_the_state_as_it_
     with flow.mode(flow.EAGER):
         opt.step()
     np.testing.assert_allclose(p.detach().numpy(), np.full(3, 0.7), rtol=1e-6)
+
+
+def test_a_forward_hook_added_or_removed_after_compiling_is_seen(graph_mode):
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    x = flow.randn(2, 3)
+    plain = model(x).detach().numpy()
+    handle = model[0].register_forward_hook(lambda m, args, out: out * 2.0)
+    doubled = model(x).detach().numpy()
+    with flow.mode(flow.EAGER):
+        np.testing.assert_array_equal(doubled, model(x).detach().numpy())
+    assert not np.array_equal(doubled, plain)
+    handle.remove()
+    np.testing.assert_array_equal(model(x).detach().numpy(), plain)
+
+
+def test_changed_optimizer_settings_compile_the_nn_graph_again():
+    flow.manual_seed(10)
+    model = nn.Sequential(nn.Linear(4, 3))
+    twin = copy.deepcopy(model)
+    opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt_twin = flow.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
+    step = _train_graph(model, opt)
+    x, y = flow.randn(5, 4), flow.tensor([0, 1, 2, 0, 1])
+    for k in range(4):
+        if k == 2:   # a schedule on momentum and weight decay, as some recipes have
+            for o in (opt, opt_twin):
+                o.param_groups[0]["momentum"] = 0.5
+                o.param_groups[0]["weight_decay"] = 0.01
+        step(x, y)
+        opt_twin.zero_grad()
+        F.cross_entropy(twin(x), y).backward()
+        opt_twin.step()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-6)
+
+
+def test_numpy_array_arguments_are_keyed_by_their_contents(graph_mode):
+    class Shift(nn.Module):
+        def forward(self, x, offsets):
+            return x + flow.tensor(offsets)
+
+    model = Shift()
+    big = np.zeros(2000, np.float32)
+    other = big.copy()
+    other[1000] = 1.0   # in the middle, where the array's repr shows "..."
+    x = flow.zeros(2000)
+    assert model(x, big).sum().item() == 0.0
+    assert model(x, other).sum().item() == 1.0
