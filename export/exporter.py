@@ -19,7 +19,7 @@ from .context import LoweringContext, onnx_dtype
 from .dims import is_static
 from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
-from .peephole import drop_trailing_empty_outputs, fuse_bias
+from .peephole import drop_trailing_empty_outputs, fuse_bias, global_average_pool
 from .variants import array_of
 
 
@@ -194,6 +194,12 @@ class Exporter:
         n = len(node.outputs)
         return ctx.emit(op_type, inputs) if n == 1 else ctx.emit(op_type, inputs, outputs=n)
 
+    def _rank_of(self):
+        """name -> rank of the IR value lowered under that name (None for names made later)."""
+        values = list(self.sizes.graph.inputs) + [v for n in self.sizes.nodes for v in n.outputs]
+        ranks = {self.names[v.id]: len(v.type.shape) for v in values if v.id in self.names}
+        return ranks.get
+
     # ---- outputs --------------------------------------------------------------------------------
     def _merge_repeats(self) -> dict:
         """Common subexpressions: a node with the op, inputs and attributes of an earlier one
@@ -234,6 +240,8 @@ class Exporter:
         if self.fold:
             self.nodes = fold_affine(self.nodes, self.initializers, output_names, self.const)
         self.nodes = fuse_bias(self.nodes, self.initializers, output_names, self.const)
+        self.nodes = global_average_pool(self.nodes, self.initializers, output_names,
+                                         self._rank_of())
         drop_trailing_empty_outputs(self.nodes)
         live = set(output_names)
         kept = []

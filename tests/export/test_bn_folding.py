@@ -1,6 +1,7 @@
 """Eval-mode BatchNorm (and any per-channel scale/shift after a Conv or Linear) is folded into the
-Conv's / Gemm's weight and bias at export, and in-place activations add no Expand: the exported
-graph has the nodes PyTorch's exporter gives, and still computes what eager computes."""
+Conv's / Gemm's weight and bias at export, in-place activations add no Expand, and adaptive average
+pooling to 1x1 is one GlobalAveragePool: the exported graph has the nodes PyTorch's exporter gives,
+and still computes what eager computes."""
 from __future__ import annotations
 
 import numpy as np
@@ -132,3 +133,31 @@ def test_without_constant_folding_the_chain_stays():
     proto = check_model_matches(model, (flow.randn(2, 3, 5, 5),), do_constant_folding=False)
     assert {"Sub", "Sqrt", "Mul", "Add"} <= set(_op_types(proto))
     assert len(proto.graph.node[0].input) == 2
+
+
+def test_global_average_pooling_exports_as_one_node():
+    flow.manual_seed(8)
+    model = nn.Sequential(_conv_bn(3, 4, nn.ReLU(inplace=True)), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(4, 2)).eval()
+    proto = check_model_matches(model, (flow.randn(2, 3, 5, 6),), dynamic_axes=DYNAMIC_BATCH)
+    assert _op_types(proto) == ["Conv", "Relu", "GlobalAveragePool", "Reshape", "Gemm"]
+
+
+@pytest.mark.parametrize("size", [(2, 1), (1, 3)])
+def test_adaptive_pooling_to_more_than_one_value_keeps_its_matrices(size):
+    flow.manual_seed(9)
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.AdaptiveAvgPool2d(size)).eval()
+    proto = check_model_matches(model, (flow.randn(2, 3, 5, 6),))
+    assert "GlobalAveragePool" not in _op_types(proto) and "MatMul" in _op_types(proto)
+
+
+def test_averaging_matrices_on_a_3d_tensor_are_not_a_global_pool():
+    """The same two products on a rank-3 value average its last two axes, which is not what
+    GlobalAveragePool (spatial axes after N and C) would do."""
+
+    class TwoProducts(nn.Module):
+        def forward(self, x):
+            return flow.full((1, 4), 0.25) @ x @ flow.full((5, 1), 0.2)
+
+    proto = check_model_matches(TwoProducts(), (flow.randn(3, 4, 5),))
+    assert _op_types(proto) == ["MatMul", "MatMul"]
