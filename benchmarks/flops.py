@@ -10,12 +10,14 @@ of the inputs and of the weights).
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
 PEAK_SIZE = 1024       # square float32 matmul used for the peak
 PEAK_CALLS = 7         # the best of these (a peak is what the library can reach, not typical)
+LIBRARIES = ("numpy", "torch", "onnxruntime")
 
 
 def _layer_flops(nn, module, args, output) -> int:
@@ -88,8 +90,9 @@ def _best_seconds(fn, calls: int) -> float:
 
 
 def gemm_peak() -> dict:
-    """GFLOP/s of a square float32 matmul in NumPy (dualflow's BLAS) and in PyTorch (when
-    installed), best of a few calls, on the threads this run allows; `peak` is the higher."""
+    """GFLOP/s of a square float32 matmul in NumPy (dualflow's BLAS), PyTorch and onnxruntime
+    (when installed), best of a few calls, on the threads this run allows; `peak` is the
+    highest: the machine's limit as far as these libraries reach it."""
     n = PEAK_SIZE
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
@@ -104,5 +107,32 @@ def gemm_peak() -> dict:
     if torch is not None:
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         result["torch"] = flops / _best_seconds(lambda: torch.mm(ta, tb), PEAK_CALLS) / 1e9
-    result["peak"] = max(v for k, v in result.items() if k in ("numpy", "torch"))
+    ort_run = _onnxruntime_matmul(a, b)
+    if ort_run is not None:
+        result["onnxruntime"] = flops / _best_seconds(ort_run, PEAK_CALLS) / 1e9
+    result["peak"] = max(v for k, v in result.items() if k in LIBRARIES)
     return result
+
+
+def _onnxruntime_matmul(a: np.ndarray, b: np.ndarray):
+    """A call running `a @ b` in onnxruntime (its own MLAS kernels, which pick AVX-512 where
+    NumPy's OpenBLAS may be pinned to AVX2), or None without onnxruntime."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    dims = list(a.shape)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm_peak",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in ("a", "b")],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, dims)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    threads = os.environ.get("DUALFLOW_BENCH_THREADS")  # run.py --threads N, as sys_onnx
+    if threads:
+        options.intra_op_num_threads = int(threads)
+    sess = ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+    feed = {"a": a, "b": b}
+    return lambda: sess.run(None, feed)

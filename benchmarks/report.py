@@ -298,6 +298,7 @@ def format_text(report: dict) -> str:
 def throughput_table(report: dict) -> list[str]:
     """Achieved GFLOP/s of every timed system per workload and task, with its share of the
     float32 GEMM peak measured in the same run (empty when the run measured no workload)."""
+    from .flops import LIBRARIES
     peak = report.get("gemm_peak")
     if not peak or not report["workloads"]:
         return []
@@ -317,7 +318,7 @@ def throughput_table(report: dict) -> list[str]:
                 cells.append("-" if rate is None else
                              f"{_short(rate)} ({rate / peak['peak'] * 100:.0f}%)")
             rows.append([wl_name, task, _short(work / 1e9)] + cells)
-    libs = ", ".join(f"{k} {v:.1f}" for k, v in peak.items() if k in ("numpy", "torch"))
+    libs = ", ".join(f"{k} {v:.1f}" for k, v in peak.items() if k in LIBRARIES)
     head = (f"ACHIEVED GFLOP/s (% of this run's float32 GEMM peak, {peak['peak']:.1f} GFLOP/s: "
             f"best {peak['size']}^3 matmul of {libs}); GFLOP = GEMM-like work of one step / "
             "inference, training = 3x forward")
