@@ -1,6 +1,8 @@
 """Tracing a Python callable into a Graph, and the signature compiled graphs are cached by."""
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
 from dualflow.amp import autocast_state
@@ -12,7 +14,7 @@ from dualflow.tensor import Tensor
 
 from .ir import Graph
 from .pytree import flatten
-from .tracer import TracedTensor, Tracer
+from .tracer import TraceError, TracedTensor, Tracer
 
 
 def signature(leaves: list, extra=()) -> tuple:
@@ -65,14 +67,21 @@ class Trace:
         return out
 
     def __enter__(self) -> "Trace":
+        self._rng_states = _host_rng_states()
         dispatch.state.interpreters.append(self.tracer)
         self._graph_mode = mode(GRAPH)  # this thread's nested Module calls report their scope
         self._graph_mode.__enter__()    # to the tracer
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         dispatch.state.interpreters.pop()
         self._graph_mode.__exit__(None, None, None)
+        if exc_type is None and _host_rng_states() != self._rng_states:
+            raise TraceError(
+                f"tracing '{self.graph.name}' drew from Python's `random` or NumPy's global random "
+                "state: the draw happened once, at trace time, and a compiled graph would replay "
+                "its value on every call. Draw with dualflow's random ops (flow.rand, "
+                "flow.randint, dropout), which compiled graphs run afresh, or run this code eagerly")
         return False
 
     def set_outputs(self, result, what: str = "build() output") -> object:
@@ -80,6 +89,12 @@ class Trace:
         leaves, tree = flatten(result, what)
         self.graph.outputs = [self.tracer.value_of(t) for t in leaves]
         return tree
+
+
+def _host_rng_states() -> tuple:
+    """Python's and NumPy's global random states, as comparable values."""
+    state = np.random.get_state()
+    return random.getstate(), state[1].tobytes(), state[2:]
 
 
 def is_traced(t) -> bool:

@@ -557,3 +557,23 @@ def test_numpy_array_arguments_are_keyed_by_their_contents(graph_mode):
     x = flow.zeros(2000)
     assert model(x, big).sum().item() == 0.0
     assert model(x, other).sum().item() == 1.0
+
+
+@pytest.mark.parametrize("draw", ["python", "numpy"])
+def test_a_host_random_draw_in_forward_is_refused_not_frozen(graph_mode, draw):
+    import random
+
+    class StochasticDepth(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            keep = random.random() if draw == "python" else np.random.rand()
+            return self.lin(x) if keep > 0.5 else x
+
+    model = StochasticDepth()
+    with pytest.raises(TraceError, match="random"):
+        model(flow.randn(2, 3))
+    with flow.mode(flow.EAGER):
+        model(flow.randn(2, 3))
