@@ -19,11 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 SMOKE_BATCH = 2
 
 
-# The real models take seconds per mode: a slow test each, the small ones stay in the default run.
-WORKLOAD_PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n in REAL else n for n in WORKLOADS]
-
-
-@pytest.mark.parametrize("name", WORKLOAD_PARAMS)
+@pytest.mark.parametrize("name", list(WORKLOADS))
 def test_train_step_runs_and_modes_agree(name):
     wl = WORKLOADS[name]
     x, y = wl.data(batch=SMOKE_BATCH)
@@ -44,7 +40,7 @@ def test_train_step_runs_and_modes_agree(name):
         np.testing.assert_allclose(got, ref, rtol=1e-4, err_msg=mode)
 
 
-@pytest.mark.parametrize("name", WORKLOAD_PARAMS)
+@pytest.mark.parametrize("name", list(WORKLOADS))
 def test_inference_runs_and_modes_agree(name):
     wl = WORKLOADS[name]
     x, _ = wl.data(batch=1)
