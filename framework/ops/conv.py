@@ -61,6 +61,15 @@ def _matmul_nt(xp, a, b):
     return _matmul_kernel(xp, a, b.transpose(0, 2, 1))
 
 
+def _depthwise(x, groups: int, channels_out: int) -> bool:
+    """One filter per channel (groups = in = out channels), in float32/float64: the transposed
+    convolution (depthwise conv's input gradient) then multiplies each tap directly, ~2-2.5x
+    faster than an outer-product matmul into a (kh*kw)-fold array (measured on MobileNetV2's
+    layers; its forward and weight gradient measured no faster that way, so they keep the matmul;
+    bfloat16 keeps it too, as it accumulates wider)."""
+    return 1 < groups == x.shape[1] == channels_out and x.dtype.char in "fd"
+
+
 def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
     cout, cg, kh, kw = w.shape
     cols, (ho, wo) = _columns(xp, x, (kh, kw), stride, padding, dilation, groups, True)
@@ -72,18 +81,28 @@ def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
 def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output_padding):
     n, cin, h, wd = x.shape
     _, cog, kh, kw = w.shape
-    wt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1))
-    # (N, G, Cout/G*kh*kw, L)
-    cols = _matmul_kernel(xp, wt, x.reshape(n, groups, cin // groups, h * wd))
-    taps = cols.reshape(n, groups, cog, kh, kw, h, wd)
+    if _depthwise(x, groups, groups * cog):  # each tap is one multiply
+        x5, wc = x.reshape(n, groups, 1, h, wd), w.reshape(1, groups, 1, 1, 1, kh, kw)
+
+        def tap(i, j):
+            return x5 * wc[..., i, j]
+    else:
+        wt = xp.ascontiguousarray(
+            w.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1))
+        # (N, G, Cout/G*kh*kw, L)
+        cols = _matmul_kernel(xp, wt, x.reshape(n, groups, cin // groups, h * wd))
+        taps = cols.reshape(n, groups, cog, kh, kw, h, wd)
+
+        def tap(i, j):
+            return taps[:, :, :, i, j]
     (sh, sw), (dh, dw) = stride, dilation
     canvas_h = (h - 1) * sh + dh * (kh - 1) + 1 + output_padding[0]
     canvas_w = (wd - 1) * sw + dw * (kw - 1) + 1 + output_padding[1]
-    canvas = xp.zeros((n, groups, cog, canvas_h, canvas_w), dtype=cols.dtype)
+    canvas = xp.zeros((n, groups, cog, canvas_h, canvas_w), dtype=x.dtype)
     for i in range(kh):
         for j in range(kw):
             canvas[..., i * dh:i * dh + (h - 1) * sh + 1:sh,
-                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += taps[:, :, :, i, j]
+                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += tap(i, j)
     (pt, pb), (pl, pr) = padding
     canvas = canvas.reshape(n, groups * cog, canvas_h, canvas_w)
     if pt or pb or pl or pr:
