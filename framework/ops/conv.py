@@ -87,11 +87,18 @@ def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output
         def tap(i, j):
             return x5 * wc[..., i, j]
     else:
-        wt = xp.ascontiguousarray(
-            w.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1))
-        # (N, G, Cout/G*kh*kw, L)
-        cols = _matmul_kernel(xp, wt, x.reshape(n, groups, cin // groups, h * wd))
-        taps = cols.reshape(n, groups, cog, kh, kw, h, wd)
+        if groups == 1 and x.dtype.char in "fd":
+            # one `dot` per sample, BLAS reading w's transpose as it is: no copy of the weight
+            # (a 512x512x3x3 weight's transposed copy cost more than the product at small sizes)
+            wt, rows = w.reshape(cin, cog * kh * kw).T, x.reshape(n, cin, h * wd)
+            cols = xp.empty((n, 1, cog * kh * kw, h * wd), dtype=x.dtype)
+            for b in range(n):
+                xp.dot(wt, rows[b], out=cols[b, 0])
+        else:
+            wt = xp.ascontiguousarray(
+                w.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1))
+            cols = _matmul_kernel(xp, wt, x.reshape(n, groups, cin // groups, h * wd))
+        taps = cols.reshape(n, groups, cog, kh, kw, h, wd)  # from (N, G, Cout/G*kh*kw, L)
 
         def tap(i, j):
             return taps[:, :, :, i, j]

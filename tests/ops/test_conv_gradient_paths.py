@@ -1,7 +1,8 @@
-"""Depthwise convolution (groups = channels, one filter each), whose input gradient (a depthwise
-transposed convolution) multiplies each tap directly: output and both gradients match a float64
-NumPy reference written as plain loops over the taps, for strides, padding and dilation, and a
-compiled graph gives eager's numbers bit for bit."""
+"""The transposed convolution's fast paths (it is also every convolution's input gradient):
+depthwise (groups = channels) multiplies each tap directly, one group reads the weight's transpose
+in place. Depthwise convolution's output and both gradients match a float64 NumPy reference
+written as plain loops over the taps, for strides, padding and dilation, a compiled graph gives
+eager's numbers bit for bit, and the one-group transposed convolution matches its definition."""
 from __future__ import annotations
 
 import numpy as np
@@ -84,3 +85,33 @@ def test_depthwise_training_step_is_bit_identical_in_a_compiled_graph():
     assert float(graph_loss) == float(eager_loss)
     for (name, pe), pg in zip(eager_model.named_parameters(), graph_model.parameters()):
         np.testing.assert_array_equal(pe.grad.numpy(), pg.grad.numpy(), err_msg=name)
+
+
+def _transposed_reference(x, w, stride, padding, output_padding, dilation):
+    """conv_transpose2d (groups 1) by its definition, in float64: every input value scatters
+    x * w[ci, co] into the output at stride * position + dilation * tap - padding."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, cin, h, wd = x.shape
+    _, cout, kh, kw = w.shape
+    full_h = (h - 1) * stride + dilation * (kh - 1) + 1 + output_padding
+    full_w = (wd - 1) * stride + dilation * (kw - 1) + 1 + output_padding
+    out = np.zeros((n, cout, full_h, full_w))
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dilation:i * dilation + stride * (h - 1) + 1:stride,
+                j * dilation:j * dilation + stride * (wd - 1) + 1:stride] += \
+                np.einsum("nchw,co->nohw", x, w[:, :, i, j])
+    return out[:, :, padding:full_h - padding, padding:full_w - padding]
+
+
+@pytest.mark.parametrize("geometry", [dict(stride=1, padding=1, output_padding=0, dilation=1),
+                                      dict(stride=2, padding=1, output_padding=1, dilation=1),
+                                      dict(stride=2, padding=0, output_padding=0, dilation=2)])
+def test_transposed_convolution_with_one_group_matches_its_definition(geometry):
+    """The one-group path reads the weight's transpose in place, one product per sample."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 6, 5, 4)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    got = F.conv_transpose2d(flow.tensor(x), flow.tensor(w), **geometry).numpy()
+    np.testing.assert_allclose(got, _transposed_reference(x, w, **geometry), rtol=1e-5,
+                               atol=1e-5)
