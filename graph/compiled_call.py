@@ -2,8 +2,8 @@
 calls (`nn/graph_mode.py`) and compiled optimizer steps (`optim_step.py`).
 
 Each front end builds its cache key (`trace.signature` of the call's tensor leaves plus what else
-its graph depends on) and says how to compile; `CompiledCall.call` does the rest, the same way
-for all three: replay a cached entry; else, when the front end asks for a warm-up (optimizers
+its graph depends on), replays a cached entry (`get`), and on a miss says how to compile;
+`CompiledCall.miss` does the rest, the same way for all three: when the front end asks for a warm-up (optimizers
 create their state lazily on their first step, as in PyTorch), run the call eagerly once; else
 trace, compile and run. A warm-up, trace, compile or first run that raises puts back everything
 the call touched (the front end's snapshot) and caches nothing, so the next good call starts from
@@ -23,14 +23,12 @@ class CompiledCall(GraphCache):
         super().__init__(name, capacity, warn_after)
         self.warmed: set = set()   # keys whose warm-up call has run
 
-    def call(self, key, run_args: tuple, compile: Callable, *, snapshot: Callable | None = None,
+    def miss(self, key, run_args: tuple, compile: Callable, *, snapshot: Callable | None = None,
              warm_up: Callable | None = None, reason: Callable | None = None):
-        """`compile(saved)` -> an entry, given what `snapshot()` saved (or None); `warm_up()`, if
-        given, runs the call eagerly the first time this key is seen; `reason()` says what
-        changed since the last compile, for the retrace warning."""
-        entry = self.get(key)
-        if entry is not None:
-            return entry.run(*run_args)
+        """After `get(key)` found nothing (front ends replay a hit themselves, so a hit costs no
+        more than the lookup): `compile(saved)` -> an entry, given what `snapshot()` saved (or
+        None); `warm_up()`, if given, runs the call eagerly the first time this key is seen;
+        `reason()` says what changed since the last compile, for the retrace warning."""
         saved = snapshot() if snapshot is not None else None
         try:
             if warm_up is not None and key not in self.warmed:

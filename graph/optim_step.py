@@ -91,7 +91,11 @@ def optimizer_step(opt) -> None:
     calls = _calls.get(opt)
     if calls is None:
         calls = _calls[opt] = CompiledCall(f"{type(opt).__name__}.step")
-    return calls.call(_signature(opt, live), (), lambda saved: _compile(opt, live),
+    key = _signature(opt, live)
+    entry = calls.get(key)
+    if entry is not None:
+        return entry.run()
+    return calls.miss(key, (), lambda saved: _compile(opt, live),
                       snapshot=lambda: OptimizerSnapshot([opt]), warm_up=opt._step_all)
 
 

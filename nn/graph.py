@@ -230,22 +230,29 @@ class Graph:
         key = signature(leaves, (structure, training, self.config.version, versions,
                                  tuple([w.key for w in walks])))
 
-        def compile(snapshot):
-            entry = self._compile(call, leaves, attrs, snapshot)
-            entry.walks = walks   # alive with the entry: the ids in the key stay theirs
-            return entry
-
-        out = self._cache.call(
-            key, (leaves,), compile,
-            snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),
-            warm_up=(lambda: self._warm_up(args)) if self._optimizers and not self._warmed
-            else None)
+        entry = self._cache.get(key)
+        if entry is not None:
+            out = entry.run(leaves)
+        else:
+            out = self._miss(key, call, leaves, attrs, walks, args)
         if self._cache.newest is not self._last:   # (our __setattr__ costs a Python call)
             self._last = self._cache.newest
         for _, sch in self._optimizers:
             if sch is not None:
                 sch.step()
         return out
+
+    def _miss(self, key, call, leaves, attrs, walks, args):
+        def compile(snapshot):
+            entry = self._compile(call, leaves, attrs, snapshot)
+            entry.walks = walks   # alive with the entry: the ids in the key stay theirs
+            return entry
+
+        return self._cache.miss(
+            key, (leaves,), compile,
+            snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),
+            warm_up=(lambda: self._warm_up(args)) if self._optimizers and not self._warmed
+            else None)
 
     def _warm_up(self, args):
         """The first call of a training graph, eagerly: optimizers create their state then."""

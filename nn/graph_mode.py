@@ -50,13 +50,17 @@ def module_call(module, args: tuple, kwargs: dict):
     if calls is None:
         calls = module.__dict__["_graph_cache"] = CompiledCall(type(module).__name__)
 
+    entry = calls.get(key)
+    if entry is not None:
+        return entry.run(leaves)
+
     def compile(snapshot):
         entry = _compile(module, walk, (args, kwargs, ()) if call is None else call, leaves,
                          needs_grad, params, scopes, snapshot)
         entry.walk = walk   # alive with the entry: the ids in the key stay theirs
         return entry
 
-    return calls.call(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
+    return calls.miss(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
                       reason=lambda: _attribute_changes(calls.newest.walk, walk)
                       if calls.newest is not None else "")
 
