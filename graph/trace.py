@@ -30,6 +30,24 @@ def signature(leaves: list, extra=()) -> tuple:
     return tuple(key) + tuple(extra) + (dispatch.state.grad_enabled, autocast_state())
 
 
+_LEAF_FACTS = ("shape", "layout", "dtype", "device", "requires_grad")
+
+
+def explain_change(old: tuple, new: tuple, extra_names: tuple) -> list:
+    """What differs between two `signature` keys whose `extra` parts are named `extra_names`,
+    in words, for the retrace warning: `input 0 shape (8, 32) -> (16, 32)`, `train/eval flags`."""
+    tail = len(extra_names) + 2
+    old_leaves, new_leaves = old[:len(old) - tail], new[:len(new) - tail]
+    if len(old_leaves) != len(new_leaves):
+        return [f"number of tensor arguments {len(old_leaves)} -> {len(new_leaves)}"]
+    out = []
+    for i, (a, b) in enumerate(zip(old_leaves, new_leaves)):
+        out += [f"input {i} {fact} {x} -> {y}" for fact, x, y in zip(_LEAF_FACTS, a, b) if x != y]
+    names = tuple(extra_names) + ("grad mode", "autocast")
+    out += [name for name, x, y in zip(names, old[-tail:], new[-tail:]) if x != y]
+    return out
+
+
 def scope_names(roots: dict) -> tuple[dict, dict]:
     """Readable names for a trace of the modules in `roots` ({prefix: module}, "" for none):
     id(tensor) -> state_dict key, and id(module) -> qualified module name (its scope)."""

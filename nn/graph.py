@@ -16,7 +16,7 @@ from collections import OrderedDict
 import dualflow as flow
 from dualflow.eager.engine import add_arrays
 from dualflow.graph import Trace, TracedTensor, compile_graph, signature
-from dualflow.graph.trace import scope_names
+from dualflow.graph.trace import explain_change, scope_names
 from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
@@ -26,6 +26,10 @@ from dualflow.tensor import Tensor
 from .capture import Snapshot, StateCapture, read_state
 from .graph_mode import module_tree
 from .module import Module
+
+
+_KEY_PARTS = ("argument structure", "train/eval flags", "graph.config",
+              "optimizer state or settings", "module tree")
 
 
 class GraphConfig:
@@ -245,14 +249,17 @@ class Graph:
     def _miss(self, key, call, leaves, attrs, walks, args):
         def compile(snapshot):
             entry = self._compile(call, leaves, attrs, snapshot)
-            entry.walks = walks   # alive with the entry: the ids in the key stay theirs
+            entry.walks, entry.key = walks, key   # the walks alive with it: their ids stay theirs
             return entry
 
+        last = self._cache.newest
         return self._cache.miss(
             key, (leaves,), compile,
             snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),
             warm_up=(lambda: self._warm_up(args)) if self._optimizers and not self._warmed
-            else None)
+            else None,
+            reason=lambda: ", ".join(explain_change(last.key, key, _KEY_PARTS)[:4])
+            if last is not None else "")
 
     def _warm_up(self, args):
         """The first call of a training graph, eagerly: optimizers create their state then."""

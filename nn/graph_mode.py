@@ -15,7 +15,7 @@ from dualflow.graph.memory import aliases_input
 from dualflow.graph.passes.checkpoint import checkpoint_pass
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.graph.split import split_forward_backward
-from dualflow.graph.trace import Trace, scope_names, signature
+from dualflow.graph.trace import Trace, explain_change, scope_names, signature
 from dualflow.graph.tracer import tracing
 from dualflow.ops import dispatch
 from dualflow.tensor import Tensor
@@ -57,22 +57,31 @@ def module_call(module, args: tuple, kwargs: dict):
     def compile(snapshot):
         entry = _compile(module, walk, (args, kwargs, ()) if call is None else call, leaves,
                          needs_grad, params, scopes, snapshot)
-        entry.walk = walk   # alive with the entry: the ids in the key stay theirs
+        entry.walk, entry.key = walk, key   # the walk alive with it: the ids in the key stay its
         return entry
 
     return calls.miss(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
-                      reason=lambda: _attribute_changes(calls.newest.walk, walk)
-                      if calls.newest is not None else "")
+                      reason=lambda: _what_changed(calls.newest, key, walk))
 
 
-def _attribute_changes(old: Walk, new: Walk) -> str:
-    """The plain module attributes that differ between two walks of one tree, for the
-    retrace warning: `Tempered.calls: 3 -> 4`."""
-    before = {(id(old.modules[i]), name): v for i, name, v in old.guards}
-    changes = [f"{type(new.modules[i]).__name__}.{name}: {before.get((id(new.modules[i]), name))!r}"
-               f" -> {v!r}" for i, name, v in new.guards
-               if before.get((id(new.modules[i]), name), v) != v]
-    return ", ".join(changes[:3])
+_KEY_PARTS = ("argument structure", "train/eval flags", "need for gradients",
+              "checkpointed modules", "module tree")
+
+
+def _what_changed(last, key, walk) -> str:
+    """Why this call compiles again, from the last compiled entry: the inputs that changed and
+    the module attributes (`Tempered.calls: 3 -> 4`), for the retrace warning."""
+    if last is None:
+        return ""
+    changes = explain_change(last.key, key, _KEY_PARTS)
+    if "module tree" in changes:
+        before = {(id(last.walk.modules[i]), name): v for i, name, v in last.walk.guards}
+        changes.remove("module tree")
+        changes += [f"{type(walk.modules[i]).__name__}.{name}: "
+                    f"{before.get((id(walk.modules[i]), name))!r} -> {v!r}"
+                    for i, name, v in walk.guards
+                    if before.get((id(walk.modules[i]), name), v) != v] or ["module tree"]
+    return ", ".join(changes[:4])
 
 
 class Walk:

@@ -577,3 +577,17 @@ def test_a_host_random_draw_in_forward_is_refused_not_frozen(graph_mode, draw):
         model(flow.randn(2, 3))
     with flow.mode(flow.EAGER):
         model(flow.randn(2, 3))
+
+
+def test_the_retrace_warning_says_what_changed():
+    model = nn.Linear(4, 2)
+    step = _calls(model)
+    for run, mode in ((model, flow.GRAPH), (step, flow.EAGER)):
+        with flow.mode(mode), pytest.warns(UserWarning, match=r"input 0 shape \(7, 4\) -> \(8, 4\)"):
+            for n in range(1, 9):
+                run(flow.randn(n, 4))
+    other = nn.Linear(4, 2)
+    with flow.mode(flow.GRAPH), pytest.warns(UserWarning, match="train/eval flags"):
+        for k in range(8):   # the 8th compile differs from the 7th in the flag alone
+            other.train(k % 2 == 0)
+            other(flow.randn(1 + k // 2, 4))
