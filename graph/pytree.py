@@ -24,10 +24,16 @@ def _is_namedtuple(o) -> bool:
     return isinstance(o, tuple) and hasattr(type(o), "_fields")
 
 
-def _rebuild(kind, items: list):
-    if kind is tuple or kind is list:
+def _rebuild(kind, items):
+    """A container of `kind` holding `items` (a list, or a dict for mappings): a namedtuple by
+    its fields, another subclass when its constructor takes the items, else the plain type."""
+    if hasattr(kind, "_fields"):
+        return kind(*items)
+    try:
         return kind(items)
-    return kind(*items)   # a namedtuple class
+    except TypeError:
+        return dict(items) if issubclass(kind, dict) else \
+            tuple(items) if issubclass(kind, tuple) else list(items)
 
 
 def flatten(obj, what: str = "value") -> tuple[list, object]:
@@ -110,36 +116,18 @@ def map_tensors(obj, fn):
     if isinstance(obj, Tensor):
         return fn(obj)
     if isinstance(obj, (tuple, list)):
-        items = [map_tensors(x, fn) for x in obj]
-        if _is_namedtuple(obj):
-            return type(obj)(*items)
-        return type(obj)(items) if type(obj) in (tuple, list) else _copy_seq(obj, items)
+        return _rebuild(type(obj), [map_tensors(x, fn) for x in obj])
     if isinstance(obj, dict):
-        out = {k: map_tensors(v, fn) for k, v in obj.items()}
-        return out if type(obj) is dict else _copy_map(obj, out)
+        return _rebuild(type(obj), {k: map_tensors(v, fn) for k, v in obj.items()})
     return obj
 
 
-def _copy_seq(obj, items: list):
-    try:
-        return type(obj)(items)
-    except TypeError:
-        return tuple(items) if isinstance(obj, tuple) else list(items)
-
-
-def _copy_map(obj, out: dict):
-    try:
-        return type(obj)(out)
-    except TypeError:
-        return out
-
-
-def contains_tensor(obj) -> bool:
-    """Whether a nested tuple/list/dict value holds a tensor anywhere."""
-    if isinstance(obj, Tensor):
+def contains_tensor(obj, kind: type = Tensor) -> bool:
+    """Whether a nested tuple/list/dict value holds a tensor (of `kind`) anywhere."""
+    if isinstance(obj, kind):
         return True
     if isinstance(obj, (tuple, list)):
-        return any(contains_tensor(x) for x in obj)
+        return any(contains_tensor(x, kind) for x in obj)
     if isinstance(obj, dict):
-        return any(contains_tensor(v) for v in obj.values())
+        return any(contains_tensor(v, kind) for v in obj.values())
     return False

@@ -19,7 +19,7 @@ in-place state update of the buffer the graph is bound to (same shape and dtype 
 from __future__ import annotations
 
 from dualflow.graph.compiled_call import OptimizerSnapshot
-from dualflow.graph.pytree import contains_tensor, flatten, map_tensors, unflatten
+from dualflow.graph.pytree import contains_tensor, flatten, unflatten
 from dualflow.graph.tracer import TraceError, TracedTensor
 from dualflow.tensor import Tensor
 
@@ -114,12 +114,12 @@ class StateCapture:
         for m in self.modules:
             attrs, buffers = self.before[id(m)]
             for name, v in list(m.__dict__.items()):
-                if name in _TABLES or not self._holds_traced(v):
+                if name in _TABLES or not contains_tensor(v, TracedTensor):
                     continue
                 if self.swapped.get((id(m), name)) is not v:
                     vl, tree = flatten(v, f"{type(m).__name__}.{name}")
                     self._check_no_grad(m, name, vl)
-                    written.append((m, name, tree))
+                    written.append((m, name, tree, len(vl)))
                     leaves += vl
                 if name in attrs:
                     m.__dict__[name] = attrs[name]
@@ -135,11 +135,6 @@ class StateCapture:
                 mutated.append(i)
                 leaves.append(t)
         return SideEffects(written, {(id(m), n) for m, n in self.attrs}, mutated), leaves
-
-    def _holds_traced(self, v) -> bool:
-        found = []
-        map_tensors(v, lambda t: found.append(isinstance(t, TracedTensor)) or t)
-        return any(found)
 
     def _check_no_grad(self, m, name, leaves) -> None:
         for t in leaves:
@@ -168,19 +163,19 @@ def _where(t) -> str:
 class SideEffects:
     """What each run of a compiled call writes besides its outputs, from the extra outputs the
     graph returns for them: module attributes assigned while tracing (`written`: module, name,
-    tree), then the caller's tensors the traced code changed in place (`mutated` positions)."""
+    tree, number of tensors), then the caller's tensors the traced code changed in place
+    (`mutated` positions)."""
 
     def __init__(self, written: list, state_names: set, mutated: list):
         self.written, self.state_names, self.mutated = written, state_names, mutated
-        self.count = sum(_count_leaves(tree) for _, _, tree in written) + len(mutated)
+        self.count = sum(n for *_, n in written) + len(mutated)
 
     def __bool__(self) -> bool:
         return bool(self.count)
 
     def apply(self, leaves: list, arrays: list) -> None:
         k = 0
-        for m, name, tree in self.written:
-            n = _count_leaves(tree)
+        for m, name, tree, n in self.written:
             value = unflatten(tree, [Tensor._wrap(a) for a in arrays[k:k + n]])
             k += n
             if (id(m), name) not in self.state_names:   # a new tensor attribute: walk again
@@ -191,11 +186,3 @@ class SideEffects:
             t._data[...] = arr
             t._version[0] += 1
 
-
-def _count_leaves(tree) -> int:
-    if tree[0] == "T":
-        return 1
-    if tree[0] in ("N", "S"):
-        return 0
-    kids = tree[2] if tree[0] is dict else tree[1]
-    return sum(_count_leaves(t) for t in kids)

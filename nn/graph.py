@@ -16,7 +16,7 @@ from collections import OrderedDict
 import dualflow as flow
 from dualflow.eager.engine import add_arrays
 from dualflow.graph import Trace, TracedTensor, compile_graph, signature
-from dualflow.graph.trace import explain_change, scope_names
+from dualflow.graph.trace import scope_names
 from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
@@ -24,7 +24,7 @@ from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, read_state
-from .graph_mode import module_tree
+from .graph_mode import module_tree, retrace_reason
 from .module import Module
 
 
@@ -258,8 +258,7 @@ class Graph:
             snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),
             warm_up=(lambda: self._warm_up(args)) if self._optimizers and not self._warmed
             else None,
-            reason=lambda: ", ".join(explain_change(last.key, key, _KEY_PARTS)[:4])
-            if last is not None else "")
+            reason=lambda: retrace_reason(last, key, _KEY_PARTS, walks))
 
     def _warm_up(self, args):
         """The first call of a training graph, eagerly: optimizers create their state then."""

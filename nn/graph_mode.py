@@ -57,30 +57,28 @@ def module_call(module, args: tuple, kwargs: dict):
     def compile(snapshot):
         entry = _compile(module, walk, (args, kwargs, ()) if call is None else call, leaves,
                          needs_grad, params, scopes, snapshot)
-        entry.walk, entry.key = walk, key   # the walk alive with it: the ids in the key stay its
+        entry.walks, entry.key = [walk], key   # the walk alive with it: its ids in the key stay
         return entry
 
     return calls.miss(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
-                      reason=lambda: _what_changed(calls.newest, key, walk))
+                      reason=lambda: retrace_reason(calls.newest, key, _KEY_PARTS, [walk]))
 
 
 _KEY_PARTS = ("argument structure", "train/eval flags", "need for gradients",
               "checkpointed modules", "module tree")
 
 
-def _what_changed(last, key, walk) -> str:
-    """Why this call compiles again, from the last compiled entry: the inputs that changed and
-    the module attributes (`Tempered.calls: 3 -> 4`), for the retrace warning."""
+def retrace_reason(last, key, parts: tuple, walks: list) -> str:
+    """Why a call compiles again, against the last compiled entry (its `key` and `walks`): the
+    inputs and flags that changed (`parts` names the key's extra items, the module tree last),
+    and which module attributes (`Tempered.calls: 3 -> 4`), for the retrace warning."""
     if last is None:
         return ""
-    changes = explain_change(last.key, key, _KEY_PARTS)
+    changes = explain_change(last.key, key, parts)
     if "module tree" in changes:
-        before = {(id(last.walk.modules[i]), name): v for i, name, v in last.walk.guards}
         changes.remove("module tree")
-        changes += [f"{type(walk.modules[i]).__name__}.{name}: "
-                    f"{before.get((id(walk.modules[i]), name))!r} -> {v!r}"
-                    for i, name, v in walk.guards
-                    if before.get((id(walk.modules[i]), name), v) != v] or ["module tree"]
+        changes += [c for old, new in zip(last.walks, walks) for c in new.changes_since(old)] \
+            or ["module tree"]
     return ", ".join(changes[:4])
 
 
@@ -92,8 +90,7 @@ class Walk:
     code in `forward` may branch on. The key is part of every cache key, so a replaced layer, a
     new buffer, a new hook or `model.temperature = 0.5` compiles anew instead of replaying a
     stale graph."""
-    __slots__ = ("version", "modules", "params", "flags", "grad_params", "attrs", "attr_names",
-                 "guards", "key")
+    __slots__ = ("version", "modules", "params", "flags", "grad_params", "attrs", "guards", "key")
 
     def __init__(self, module):
         self.version = tree_version[0]
@@ -102,7 +99,6 @@ class Walk:
         self.flags = [p.requires_grad for p in self.params]
         self.grad_params = [p for p in self.params if p.requires_grad]
         self.attrs = state_attrs(self.modules)
-        self.attr_names = {(id(m), name) for m, name in self.attrs}
         self.guards = guard_values(self.modules)
         buffers = [b for m in self.modules for b in m._buffers.values()]
         hooks = tuple((i, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
@@ -111,6 +107,13 @@ class Walk:
         self.key = WalkKey(tuple(map(id, self.modules)) + tuple(map(id, self.params)) + tuple(
             map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs) + self.guards +
             tuple(self.flags) + hooks)
+
+    def changes_since(self, old: "Walk") -> list:
+        """The plain module attributes whose values differ from `old`'s walk of the same tree."""
+        before = {(id(old.modules[i]), name): v for i, name, v in old.guards}
+        return [f"{type(self.modules[i]).__name__}.{name}: "
+                f"{before.get((id(self.modules[i]), name))!r} -> {v!r}"
+                for i, name, v in self.guards if before.get((id(self.modules[i]), name), v) != v]
 
     def current(self) -> bool:
         """Still true to the tree: no table or attribute changed, and no parameter was frozen
