@@ -18,6 +18,8 @@ import dualflow.nn.functional as F
 from dualflow import nn
 from dualflow.graph import TraceError
 
+from .test_nn_graph import Train
+
 
 @pytest.fixture
 def graph_mode():
@@ -279,20 +281,6 @@ def test_a_reassigned_buffer_becomes_an_in_place_update(graph_mode):
 
 
 # ---- 4. a failing first call leaves everything as it was ---------------------------------------
-def _train_graph(model, opt):
-    class Train(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, x, y):
-            loss = F.cross_entropy(self.model(x), y)
-            loss.backward()
-            return loss
-    return Train()
-
-
 @pytest.mark.parametrize("fail_on", [0, 1])
 def test_a_failing_call_does_not_poison_nn_graph_or_the_optimizer(fail_on):
     flow.manual_seed(9)
@@ -300,7 +288,7 @@ def test_a_failing_call_does_not_poison_nn_graph_or_the_optimizer(fail_on):
     twin = copy.deepcopy(model)
     opt = flow.optim.Adam(model.parameters(), lr=0.1)
     opt_twin = flow.optim.Adam(twin.parameters(), lr=0.1)
-    step, step_twin = _train_graph(model, opt), _train_graph(twin, opt_twin)
+    step, step_twin = Train(model, opt), Train(twin, opt_twin)
     x, y, bad = flow.randn(5, 4), flow.tensor([0, 1, 2, 0, 1]), flow.randn(5, 7)
     for _ in range(fail_on):   # fail on the eager warm-up call, or on the first compiled call
         step(x, y), step_twin(x, y)
@@ -336,7 +324,7 @@ def test_modules_compiled_in_graph_mode_or_held_by_nn_graph_are_freed():
             loss.backward()
             opt.step()
             opt.step()
-        step = _train_graph(model, opt)
+        step = Train(model, opt)
         for _ in range(2):
             step(flow.randn(4, 8), flow.tensor([0, 1, 0, 1]))
         refs.append(weakref.ref(model))
@@ -530,7 +518,7 @@ def test_changed_optimizer_settings_compile_the_nn_graph_again():
     twin = copy.deepcopy(model)
     opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     opt_twin = flow.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
-    step = _train_graph(model, opt)
+    step = Train(model, opt)
     x, y = flow.randn(5, 4), flow.tensor([0, 1, 2, 0, 1])
     for k in range(4):
         if k == 2:   # a schedule on momentum and weight decay, as some recipes have

@@ -8,6 +8,17 @@ import dualflow as flow
 from dualflow import nn
 
 
+class Calls(nn.Module):
+    """A function as a module, so a GRAPH-mode call of it compiles."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
 def assert_graph_matches_eager(module, array: np.ndarray) -> None:
     """Run `module` on `array` eagerly and in GRAPH mode; compare outputs and d(sum)/d(input)."""
     results = []

@@ -12,6 +12,8 @@ import dualflow as flow
 import dualflow.nn.functional as F
 from dualflow import nn
 
+from .modes import Calls
+
 # (layer name, keyword arguments); every one of them takes inplace=
 ACTIVATIONS = [
     ("ReLU", {}), ("ReLU6", {}), ("LeakyReLU", {"negative_slope": 0.1}), ("SiLU", {}),
@@ -166,19 +168,10 @@ def test_inplace_activation_on_a_leaf_that_requires_grad_is_an_error():
 
 
 # ---- what makes them work in graph mode: a traced in-place op gives its VJP the old value --------
-class _Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
 def _grad_in(mode, fn, array: np.ndarray) -> np.ndarray:
     x = flow.tensor(array, requires_grad=True)
     with flow.mode(mode):
-        out = _Fn(fn)(x)
+        out = Calls(fn)(x)
     (out * flow.tensor(np.arange(out.numel(), dtype=np.float64).reshape(out.shape))).sum() \
         .backward()
     return x.grad.numpy()

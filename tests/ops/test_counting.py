@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import dualflow as flow
-from dualflow import nn
 from dualflow.graph import TraceError
 
+from ..nn.modes import Calls
 from .torch_parity import Case, assert_matches_torch
 
 
@@ -100,15 +100,6 @@ def test_bad_arguments_name_the_op(call, error, message):
         call()
 
 
-class _Calls(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
 @pytest.mark.parametrize("name, fn", [
     ("unique", lambda x: flow.unique(x)),
     ("nonzero", lambda x: flow.nonzero(x, as_tuple=True)[0]),
@@ -119,14 +110,14 @@ def test_data_dependent_shapes_refuse_to_trace_naming_the_op_and_line(name, fn):
     x = flow.tensor([0.0, 2.0, 3.0, 2.0])
     assert fn(x).ndim == 1  # eager mode runs
     with flow.mode(flow.GRAPH), pytest.raises(TraceError) as info:
-        _Calls(fn)(x)
+        Calls(fn)(x)
     message = str(info.value)
     assert message.startswith(f"{name} is eager-only")
     assert "test_counting.py:" in message
 
 
 def test_histc_and_isin_trace_into_a_compiled_graph():
-    fn = _Calls(lambda x: (flow.histc(x, bins=3), flow.isin(x, flow.tensor([2.0, 7.0]))))
+    fn = Calls(lambda x: (flow.histc(x, bins=3), flow.isin(x, flow.tensor([2.0, 7.0]))))
     x = flow.tensor([0.0, 2.0, 3.0, 2.0, 7.0])
     eager = fn(x)
     with flow.mode(flow.GRAPH):
