@@ -59,8 +59,7 @@ def _filled(cell) -> bool:
 
 
 def _rng_states() -> list:
-    gens = [rng.default_generator] + list(rng._cuda_generators.values())
-    return [(g, g.get_state()) for g in gens if g.get_state() is not None]
+    return [(g, g.get_state()) for g in rng.all_generators() if g.get_state() is not None]
 
 
 class _Checkpoint(Function):

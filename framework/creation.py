@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtype as dt
-from .device import CPU, Device, to_device_array
+from .device import CPU, Device, is_device_array, to_device_array
 from .ops import dispatch
 from .ops import random as rops
 from .ops.opdef import TensorType
@@ -62,7 +62,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     """A new tensor that copies `data` (nested lists, scalars, NumPy arrays or tensors)."""
     data = _to_array(data)
     d = dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data)
-    if hasattr(data, "__cuda_array_interface__") and not isinstance(data, np.ndarray):
+    if is_device_array(data):   # copied where it is
         arr = data.astype(d.np, copy=True)
     else:
         arr = np.array(data, dtype=d.np, copy=True)

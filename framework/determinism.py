@@ -5,8 +5,8 @@ and `bincount` accumulations included), so one seed gives bit-identical runs. On
 `add.at` (an `atomicAdd` per element) and `bincount` with weights add floating-point values in
 whatever order the threads arrive, so repeated indices can round differently each run. The ops
 whose kernels do that are listed below, each with the condition under which its GPU result can
-vary; with the switch on, such a kernel raises on CuPy arrays before it runs (or warns, with
-`warn_only=True`). The guard wraps the op's kernel once at import, so eager calls and compiled
+vary; with the switch on, such a kernel raises before it runs on a backend that says it is not
+`deterministic` (CuPy's; or warns, with `warn_only=True`). The guard wraps the op's kernel once at import, so eager calls and compiled
 graphs (which call the same kernels) are both covered; with the switch off it costs one flag test.
 
 Not covered: `scatter` and `index_put` with repeated indices leave an unspecified one of the
@@ -18,6 +18,7 @@ import functools
 import warnings
 from typing import Callable
 
+from .array_backends import backend_for_xp
 from .ops.opdef import REGISTRY
 
 _state = {"enabled": False, "warn_only": False}
@@ -88,7 +89,7 @@ def alert_not_deterministic(op_name: str) -> None:
 def _guarded(name: str, kernel: Callable, varies: Callable) -> Callable:
     @functools.wraps(kernel)
     def guarded_kernel(xp, *arrays, **attrs):
-        if _state["enabled"] and getattr(xp, "__name__", "") == "cupy" and varies(arrays, attrs):
+        if _state["enabled"] and not backend_for_xp(xp).deterministic and varies(arrays, attrs):
             alert_not_deterministic(name)
         return kernel(xp, *arrays, **attrs)
     return guarded_kernel

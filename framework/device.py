@@ -1,21 +1,12 @@
-"""Devices and the array module (`xp`): NumPy on the CPU, CuPy (imported lazily) on CUDA."""
+"""Devices: a device type names an array backend (`array_backends`: NumPy for "cpu", CuPy for
+"cuda", imported lazily), plus an index where the backend has several devices."""
 from __future__ import annotations
 
 import numpy as np
 
-_cupy = None
-
-
-def _import_cupy():
-    global _cupy
-    if _cupy is None:
-        try:
-            import cupy  # noqa: PLC0415 - optional, imported only when a GPU is used
-            cupy.cuda.runtime.getDeviceCount()
-        except Exception as exc:  # ImportError, or CuPy present without a usable GPU
-            raise RuntimeError(f"CUDA is not available: {exc}") from exc
-        _cupy = cupy
-    return _cupy
+from . import array_backends
+from .array_backends import Backend, backend_of
+from .array_backends.registry import _BY_NAME
 
 
 class Device:
@@ -28,14 +19,16 @@ class Device:
         if ":" in spec:
             spec, idx = spec.split(":", 1)
             index = int(idx)
-        if spec not in ("cpu", "cuda"):
-            raise ValueError(f"unknown device {spec!r}; expected 'cpu' or 'cuda[:N]'")
         self.type = spec
-        self.index = (index or 0) if spec == "cuda" else None
+        self.index = (index or 0) if array_backends.get(spec).indexed else None
+
+    @property
+    def backend(self) -> Backend:
+        return _BY_NAME[self.type]
 
     @property
     def xp(self):
-        return np if self.type == "cpu" else _import_cupy()
+        return _BY_NAME[self.type].xp
 
     def __eq__(self, other) -> bool:
         try:
@@ -59,9 +52,8 @@ CPU = Device("cpu")
 
 
 def device_of(array) -> Device:
-    if isinstance(array, np.ndarray) or np.isscalar(array):
-        return CPU
-    return Device("cuda", array.device.id)
+    backend = backend_of(array)
+    return CPU if backend.name == "cpu" else Device(backend.name, backend.index_of(array))
 
 
 def xp_of(array):
@@ -69,27 +61,23 @@ def xp_of(array):
         raise RuntimeError("a tensor traced into a compiled graph was used outside its trace (was "
                            "it kept in a global or a container while tracing?); compiled graphs "
                            "return real tensors: use those")
-    return np if isinstance(array, np.ndarray) else _import_cupy()
+    return np if type(array) is np.ndarray else backend_of(array).xp
 
 
 def to_device_array(array, device: Device):
-    """Move an array to `device` (a no-op when it is already there)."""
-    if device.type == "cpu":
-        return array if isinstance(array, np.ndarray) else array.get()
-    cp = _import_cupy()
-    with cp.cuda.Device(device.index):
-        return cp.asarray(array)
+    """Move an array to `device` (a no-op when it is already there): within one backend it
+    decides; between two the array goes through host memory."""
+    if type(array) is np.ndarray and device.type == "cpu":
+        return array
+    source, target = backend_of(array), device.backend
+    if source is not target:
+        array = source.to_host(array)
+    return target.asarray(array, device.index)
 
 
-class cuda:  # noqa: N801 - mirrors `torch.cuda`
-    @staticmethod
-    def is_available() -> bool:
-        try:
-            _import_cupy()
-            return True
-        except RuntimeError:
-            return False
-
-    @staticmethod
-    def device_count() -> int:
-        return _import_cupy().cuda.runtime.getDeviceCount() if cuda.is_available() else 0
+def is_device_array(value) -> bool:
+    """Whether `value` is an array of a backend other than the host's (a CuPy array, ...)."""
+    try:
+        return backend_of(value).name != "cpu"
+    except TypeError:   # a list, a torch tensor, ...: not any backend's array
+        return False

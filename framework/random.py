@@ -11,7 +11,8 @@ from .device import Device
 
 
 class Generator:
-    """A seeded stream of random numbers (NumPy's PCG64 on the CPU, CuPy's on CUDA)."""
+    """A seeded stream of random numbers, drawn by the device's backend (NumPy's PCG64 on the
+    CPU, CuPy's XORWOW on CUDA)."""
 
     def __init__(self, device="cpu"):
         self.device = Device(device)
@@ -20,11 +21,7 @@ class Generator:
 
     def manual_seed(self, seed: int) -> "Generator":
         self._seed = int(seed)
-        if self.device.type == "cpu":
-            self._rng = np.random.Generator(np.random.PCG64(self._seed))
-        else:
-            import cupy  # noqa: PLC0415 - optional GPU dependency
-            self._rng = cupy.random.Generator(cupy.random.XORWOW(self._seed))
+        self._rng = self.device.backend.new_rng(self._seed)
         return self
 
     def seed(self) -> int:
@@ -36,12 +33,11 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        if self.device.type == "cpu":
-            return self._rng.bit_generator.state
-        return self._rng.bit_generator.state if hasattr(self._rng, "bit_generator") else None
+        """A snapshot for `set_state`, or None where the backend cannot take one."""
+        return self.device.backend.rng_state(self._rng)
 
     def set_state(self, st) -> None:
-        self._rng.bit_generator.state = st
+        self.device.backend.set_rng_state(self._rng, st)
 
     @property
     def rng(self):
@@ -49,23 +45,28 @@ class Generator:
 
 
 default_generator = Generator("cpu")
-_cuda_generators: dict = {}
+_device_generators: dict = {}   # every other device's default generator, made on first use
 
 
 def generator_for(device: Device, generator: Generator | None = None) -> Generator:
     if generator is not None:
         return generator
-    if device.type == "cpu":
+    if device.type == "cpu":   # the host's generator is the global default one
         return default_generator
-    if device not in _cuda_generators:
-        _cuda_generators[device] = Generator(device).manual_seed(default_generator.initial_seed())
-    return _cuda_generators[device]
+    if device not in _device_generators:
+        _device_generators[device] = Generator(device).manual_seed(default_generator.initial_seed())
+    return _device_generators[device]
+
+
+def all_generators() -> list:
+    """The default generator and every device's (what `checkpoint` saves and restores)."""
+    return [default_generator, *_device_generators.values()]
 
 
 def manual_seed(seed: int) -> Generator:
     """Seed every device's default generator (like `torch.manual_seed`)."""
     default_generator.manual_seed(seed)
-    for g in _cuda_generators.values():
+    for g in _device_generators.values():
         g.manual_seed(seed)
     return default_generator
 

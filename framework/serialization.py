@@ -29,7 +29,7 @@ import numpy as np
 from . import safetensors_stream as sfs
 from . import torch_checkpoint
 from .creation import from_numpy
-from .device import Device, cuda
+from .device import Device
 from .tensor import Tensor
 
 FORMAT = "dualflow.checkpoint"
@@ -305,9 +305,9 @@ def _target_device(saved: str, map_location, name: str) -> Device:
     except ValueError:
         raise RuntimeError(f"load: {name!r} holds tensors saved on {saved!r}, a device dualflow "
                            "does not know; pass map_location='cpu'") from None
-    if target.type == "cuda" and not cuda.is_available():
-        raise RuntimeError(f"load: {name!r} holds tensors saved on {saved}, but CUDA is "
-                           "not available; pass map_location='cpu'")
+    if not target.backend.is_available():
+        raise RuntimeError(f"load: {name!r} holds tensors saved on {saved}, but "
+                           f"{target.type.upper()} is not available; pass map_location='cpu'")
     return target
 
 

@@ -5,9 +5,10 @@ whole group reads its inputs once and writes its result once, on one kernel laun
 broadcasting. float16 steps compute in float and round on the store, as CUDA's half math needs.
 Each op's C expression is its OpDef's `cuda` fact (ops/fused_code.py). A body with a step that
 has none for its dtypes (`by_kernel`, e.g. integer division, which must raise on a zero divisor)
-runs step by step through the op kernels (which work on CuPy too). This path only runs with
-`xp is cupy`: without a GPU, tests/ops/test_fused_code.py compiles the generated C source of every
-op's expression with nvcc (where nvcc is installed).
+runs step by step through the op kernels (which work on CuPy too). This path runs on a backend
+whose `fused_codegen` is "cuda" (CuPy's, framework/array_backends): without a GPU,
+tests/ops/test_fused_code.py compiles the generated C source of every op's expression with nvcc
+(where nvcc is installed).
 """
 from __future__ import annotations
 

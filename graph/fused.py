@@ -9,11 +9,13 @@ make them, users never call them):
   activation) in place: inputs are (a, b, *epilogue inputs); the body's input 0 is a @ b.
 
 Their shape rules re-run each step's own rule, so `Graph.verify()` checks a fused node's type
-like any other. Kernels come from `body.function(xp)`: generated NumPy code (elementwise_cpu) or
-one CuPy ElementwiseKernel (elementwise_cuda), cached per body.
+like any other. Kernels come from `body.function(xp)`, compiled the way `xp`'s backend says
+(`Backend.fused_codegen`): generated NumPy code (elementwise_cpu) or one CUDA ElementwiseKernel
+(elementwise_cuda), cached per body.
 """
 from __future__ import annotations
 
+from dualflow.array_backends import backend_for_xp
 from dualflow.ops.opdef import OpDef, TensorType, infer_type
 
 
@@ -130,13 +132,17 @@ def _code_key(value) -> tuple:
 
 def _shared_kernel(body: FusedBody, xp, alias: int | None):
     """The kernel of any earlier body with the same kernel_key, else a freshly compiled one."""
-    if xp.__name__ == "cupy":  # GPU path: one ElementwiseKernel (untested without a GPU)
+    codegen = backend_for_xp(xp).fused_codegen
+    if codegen == "cuda":  # GPU path: one ElementwiseKernel (untested without a GPU)
         from .elementwise_cuda import compile_body
         settings: tuple = ()
-    else:
+    elif codegen == "numpy":
         from . import elementwise_cpu
         from .elementwise_cpu import compile_body
         settings = (elementwise_cpu.CHUNK_MIN, elementwise_cpu.CHUNK_TARGET)  # block sizes
+    else:
+        raise ValueError(f"fused elementwise body on {xp.__name__}: unknown fused_codegen "
+                         f"{codegen!r} (expected 'numpy' or 'cuda')")
     structure = body.kernel_key()
     if structure is None:
         return compile_body(body, xp, alias)

@@ -16,7 +16,7 @@ import numpy as np
 from dualflow import dtype as _dt
 from dualflow.mode import GRAPH as _GRAPH
 from dualflow.mode import state as _mode_state
-from dualflow.device import Device
+from dualflow.device import Device, is_device_array
 from dualflow.grad_mode import no_grad
 from dualflow.tensor import Tensor
 
@@ -525,8 +525,7 @@ def _as_tensor(value, key: str, errors: list) -> Tensor | None:
         return value
     if hasattr(value, "__array__") and hasattr(value, "shape"):   # NumPy, CuPy, torch (CPU)
         from dualflow.creation import as_tensor
-        on_gpu = hasattr(value, "__cuda_array_interface__")
-        return as_tensor(value if on_gpu else np.asarray(value))
+        return as_tensor(value if is_device_array(value) else np.asarray(value))
     errors.append(f'While copying the parameter named "{key}", expected a dualflow.Tensor or an '
                   f"array from the checkpoint but received {type(value).__name__}")
     return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import array_backends
 from ..dtype import bfloat16
 from .mpi_backend import MPIBackend
 from .reduce_op import ReduceOp
@@ -19,9 +20,9 @@ class NCCLBackend:
 
     def __init__(self):
         try:
-            import cupy
+            cupy = array_backends.get("cuda").xp
             from cupy.cuda import nccl
-        except ImportError as exc:
+        except (ImportError, RuntimeError) as exc:   # no CuPy, no GPU, or CuPy without NCCL
             raise RuntimeError("init_process_group(backend='nccl') needs CuPy with NCCL "
                                "(pip install 'dualflow[cuda]') and an NVIDIA GPU") from exc
         self.cupy, self.nccl = cupy, nccl

@@ -9,6 +9,7 @@ import socket
 import time
 from typing import Callable, Iterable
 
+from .. import array_backends
 from . import chrome_trace, recorder
 from .events import EventList, nest
 
@@ -62,14 +63,10 @@ def _always_record(step: int) -> ProfilerAction:
 
 
 def _device_sync() -> Callable | None:
-    """Waits for the GPU, where CuPy has one (so a range covers its kernels' run time)."""
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return None
-    except Exception:   # no CuPy, or no driver
-        return None
-    return lambda: cupy.cuda.Device().synchronize()
+    """Waits for the GPU, where the `cuda` backend has one (so a range covers its kernels' run
+    time)."""
+    backend = array_backends.get("cuda")
+    return backend.synchronize if backend.device_count() > 0 else None
 
 
 class profile:  # noqa: N801 - PyTorch's name
