@@ -1,15 +1,23 @@
 """Collectives on tensors, in place, as in `torch.distributed`: each checks its tensors, hands
 their arrays to the communicator, and returns a `Work` (`async_op=True`) or waits for it.
 The communicator reads and writes the tensors' own memory; a tensor must not be read or
-changed until its Work has been waited on."""
+changed until its Work has been waited on.
+
+While a graph is being traced (`nn.Graph`, GRAPH mode) `all_reduce`, `broadcast`,
+`reduce_scatter_tensor` and `all_gather_into_tensor` become graph nodes instead
+(`graph_ops.py`): the start node at the call, the wait node and the write into the tensor when
+the Work is waited on, so whatever is traced in between overlaps the communication."""
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
 
+from ..grad_mode import no_grad
+from ..ops.dispatch import state as dispatch_state
 from ..tensor import Tensor
 from .process_group import backend, check_group
+from . import graph_ops
 from .reduce_op import ReduceOp, check_reduce_op
 from .work import Work
 
@@ -20,8 +28,8 @@ def _array(t: Tensor, where: str, written: bool = True):
         raise TypeError(f"{where}: expected a dualflow Tensor, got {type(t).__name__}")
     data = t._data
     if data is None:
-        raise RuntimeError(f"{where}: collectives run eagerly; this tensor is being traced into "
-                           f"a graph (graph-mode collectives are not supported yet)")
+        raise RuntimeError(f"{where}: this tensor belongs to a graph being traced, but "
+                           f"{where} has no graph form; call it outside the traced code")
     if not data.flags.c_contiguous:
         raise ValueError(f"{where}: the tensor must be contiguous (shape {tuple(t.shape)}, "
                          f"strides {data.strides}); call .contiguous() first")
@@ -30,7 +38,7 @@ def _array(t: Tensor, where: str, written: bool = True):
     return data
 
 
-def _staged(comm, arrays: list, run) -> Work:
+def staged(comm, arrays: list, run) -> Work:
     """Run `run(*arrays)` on host copies when the communicator wants host memory (MPI) and the
     arrays live on a GPU; the results are copied back into the device arrays when it is done."""
     if comm.name == "nccl" or all(isinstance(a, np.ndarray) for a in arrays):
@@ -56,13 +64,31 @@ def _finish(work: Work, async_op: bool):
     return None
 
 
+def _tracing() -> bool:
+    return bool(dispatch_state.interpreters)
+
+
+def _in_graph(target: Tensor, start, keep_alive: tuple, async_op: bool):
+    """The traced form: `start` (already a node) completed by a wait node, whose result is
+    written into `target`, when the returned Work is waited on."""
+    def wait() -> None:
+        with no_grad():
+            done = graph_ops.collective_wait(start, *keep_alive)
+            target.copy_(done.reshape(target.shape))
+    return _finish(Work(wait, lambda: False), async_op)
+
+
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
     """Every rank's `tensor` becomes the reduction (`op`) of all ranks' values."""
     check_group(group, "all_reduce")
     comm = backend("all_reduce")
     check_reduce_op(op, "all_reduce")
+    if _tracing():
+        with no_grad():
+            return _in_graph(tensor, graph_ops.all_reduce_start(tensor, op=op.value), (),
+                             async_op)
     a = _array(tensor, "all_reduce")
-    return _finish(_staged(comm, [a], lambda x: comm.all_reduce(x, op)), async_op)
+    return _finish(staged(comm, [a], lambda x: comm.all_reduce(x, op)), async_op)
 
 
 def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
@@ -70,8 +96,11 @@ def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
     check_group(group, "broadcast")
     comm = backend("broadcast")
     _check_rank(src, comm, "broadcast", "src")
+    if _tracing():
+        with no_grad():
+            return _in_graph(tensor, graph_ops.broadcast_start(tensor, src=src), (), async_op)
     a = _array(tensor, "broadcast")
-    return _finish(_staged(comm, [a], lambda x: comm.broadcast(x, src)), async_op)
+    return _finish(staged(comm, [a], lambda x: comm.broadcast(x, src)), async_op)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None,
@@ -81,9 +110,14 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
     check_group(group, "all_gather_into_tensor")
     comm = backend("all_gather_into_tensor")
     _check_sizes("all_gather_into_tensor", output_tensor, input_tensor, comm.size)
+    if _tracing():
+        with no_grad():
+            flat = input_tensor.reshape(-1)
+            start = graph_ops.all_gather_start(flat, world=comm.size)
+            return _in_graph(output_tensor, start, (flat,), async_op)
     out = _array(output_tensor, "all_gather_into_tensor")
     inp = _array(input_tensor, "all_gather_into_tensor", written=False)
-    return _finish(_staged(comm, [out, inp], comm.all_gather), async_op)
+    return _finish(staged(comm, [out, inp], comm.all_gather), async_op)
 
 
 def all_gather(tensor_list: Sequence[Tensor], tensor: Tensor, group=None, async_op: bool = False):
@@ -121,9 +155,14 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
     comm = backend("reduce_scatter_tensor")
     check_reduce_op(op, "reduce_scatter_tensor")
     _check_sizes("reduce_scatter_tensor", input, output, comm.size)
+    if _tracing():
+        with no_grad():
+            flat = input.reshape(-1)
+            start = graph_ops.reduce_scatter_start(flat, op=op.value, world=comm.size)
+            return _in_graph(output, start, (flat,), async_op)
     out = _array(output, "reduce_scatter_tensor")
     inp = _array(input, "reduce_scatter_tensor", written=False)
-    return _finish(_staged(comm, [out, inp], lambda o, i: comm.reduce_scatter(o, i, op)),
+    return _finish(staged(comm, [out, inp], lambda o, i: comm.reduce_scatter(o, i, op)),
                    async_op)
 
 
@@ -132,7 +171,7 @@ def isend(tensor: Tensor, dst: int, group=None, tag: int = 0) -> Work:
     comm = backend("isend")
     _check_rank(dst, comm, "isend", "dst")
     a = _array(tensor, "isend", written=False)
-    return _staged(comm, [a], lambda x: comm.send(x, dst, tag))
+    return staged(comm, [a], lambda x: comm.send(x, dst, tag))
 
 
 def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> Work:
@@ -142,7 +181,7 @@ def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> W
     if src is not None:
         _check_rank(src, comm, "irecv", "src")
     a = _array(tensor, "irecv")
-    return _staged(comm, [a], lambda x: comm.recv(x, src, tag))
+    return staged(comm, [a], lambda x: comm.recv(x, src, tag))
 
 
 def send(tensor: Tensor, dst: int, group=None, tag: int = 0) -> None:

@@ -5,29 +5,58 @@ produces their gradients; one dtype per bucket; at most `bucket_cap_mb` each). A
 post-accumulate-grad hook copies its gradient into its bucket's flat buffer; when a bucket is
 full its all-reduce (AVG) starts at once, asynchronously, while backward goes on. Buckets start
 in index order on every rank (MPI needs collectives in one order everywhere). When the last one
-has started, the reducer waits for all of them and writes the averages back into `.grad`."""
+has started, the reducer waits for all of them and writes the averages back into `.grad`.
+
+While a graph is traced (`nn.Graph`) the same hooks run on the traced gradients: a bucket's
+gradients are concatenated and its `all_reduce_start` node is emitted right after the last of
+them is produced, so in the compiled step the exchange overlaps the rest of backward; the wait
+nodes follow the last gradient, before the optimizer update reads the averages.
+
+With ZeRO (`shard_gradients`, called by ZeroRedundancyOptimizer), each bucket is instead
+reduce-scattered: its flat buffer is padded to a multiple of the world size and rank r receives
+the average of block r only (`shards`), which is all its optimizer shard needs; `.grad` then
+keeps the local gradients."""
 from __future__ import annotations
 
 import weakref
 
 import numpy as np
 
+from ..creation import zeros
 from ..device import xp_of
+from ..grad_mode import no_grad
+from ..ops.dispatch import state as dispatch_state
+from ..ops.join import cat
 from ..tensor import Tensor
-from .collectives import all_reduce
+from . import graph_ops
+from .collectives import all_reduce, reduce_scatter_tensor
 from .reduce_op import ReduceOp
 
 
 class _Bucket:
-    def __init__(self, params: list, xp):
+    def __init__(self, params: list, xp, world: int = 1):
         self.params = params
         self.offsets = np.cumsum([0] + [p.numel() for p in params]).tolist()
-        self.flat = xp.zeros(self.offsets[-1], dtype=params[0]._data.dtype)
+        self.padded = -(-self.offsets[-1] // world) * world   # blocks of equal size per rank
+        self.flat = xp.zeros(self.padded, dtype=params[0]._data.dtype)
+        self.shard = xp.zeros(self.padded // world, dtype=self.flat.dtype) if world > 1 else None
         self.pending = len(params)
         self.work = None
+        self.grads: list = [None] * len(params)   # traced gradients (while tracing)
+        self.traced = None                       # (started node, what its wait keeps alive)
 
     def slot(self, i: int):
         return self.flat[self.offsets[i]:self.offsets[i + 1]]
+
+    def traced_flat(self) -> Tensor:
+        """The traced gradients as one flat (padded) tensor: ops, so they become graph nodes."""
+        pieces = [g.reshape(-1) if g is not None else zeros(p.numel(), dtype=p.dtype,
+                                                             device=p.device)
+                  for g, p in zip(self.grads, self.params)]
+        pad = self.padded - self.offsets[-1]
+        if pad:
+            pieces.append(zeros(pad, dtype=self.params[0].dtype, device=self.params[0].device))
+        return cat(pieces) if len(pieces) > 1 else pieces[0]
 
 
 def assign_buckets(params: list, cap_bytes: int) -> list[list]:
@@ -51,13 +80,9 @@ class Reducer:
     def __init__(self, params: list, bucket_cap_mb: float, find_unused_parameters: bool):
         self.params = params
         self.find_unused = find_unused_parameters
-        self.buckets = [_Bucket(ps, xp_of(ps[0]._data))
-                        for ps in assign_buckets(params, int(bucket_cap_mb * 1024 * 1024))]
-        index = {id(p): k for k, p in enumerate(params)}
-        self.where = {}   # id(param) -> (bucket, index in bucket, index in params)
-        for b in self.buckets:
-            for i, p in enumerate(b.params):
-                self.where[id(p)] = (b, i, index[id(p)])
+        self.layout = assign_buckets(params, int(bucket_cap_mb * 1024 * 1024))
+        self.world = 1             # > 1: reduce-scatter for ZeRO (shard_gradients)
+        self._make_buckets()
         hook = _weak_hook(self)
         self.hooks = [p.register_post_accumulate_grad_hook(hook) for p in params]
         self.active = False        # a synchronising backward is expected (after a forward)
@@ -66,6 +91,32 @@ class Reducer:
         self.next_bucket = 0
         self.used_map = None       # find_unused_parameters: which parameters any rank used
         self.used_work = None
+        self.traced = False        # this iteration's forward and backward are being traced
+        _live[id(self)] = weakref.ref(self)
+
+    def _make_buckets(self) -> None:
+        self.buckets = [_Bucket(ps, xp_of(ps[0]._data), self.world) for ps in self.layout]
+        index = {id(p): k for k, p in enumerate(self.params)}
+        self.where = {}   # id(param) -> (bucket, index in bucket, index in params)
+        for b in self.buckets:
+            for i, p in enumerate(b.params):
+                self.where[id(p)] = (b, i, index[id(p)])
+
+    def shard_gradients(self, world: int) -> list:
+        """ZeRO: from now on reduce-scatter each bucket over `world` ranks instead of
+        all-reducing it; returns the buckets (their parameters, offsets and `shard`s)."""
+        if self.find_unused:
+            raise NotImplementedError("ZeroRedundancyOptimizer over a DistributedDataParallel "
+                                      "with find_unused_parameters=True is not supported")
+        self._drain()
+        self.world = world
+        self._make_buckets()
+        return self.buckets
+
+    def shards(self) -> list:
+        """The averaged gradient block of this rank, per bucket, after a backward (ZeRO):
+        arrays, or traced tensors while tracing."""
+        return [b.traced if self.traced else b.shard for b in self.buckets]
 
     # -- forward side ---------------------------------------------------------------------------
     def prepare(self, outputs) -> None:
@@ -79,8 +130,13 @@ class Reducer:
                 f"(waiting for: {self._waiting_names()})")
         self._drain()
         for b in self.buckets:
-            b.pending, b.work = len(b.params), None
+            b.pending, b.work, b.grads, b.traced = len(b.params), None, [None] * len(b.params), None
         self.next_bucket, self.active, self.from_backward, self.ready = 0, True, False, set()
+        self.traced = bool(dispatch_state.interpreters)
+        if self.find_unused and self.traced:
+            raise NotImplementedError(
+                "DistributedDataParallel(find_unused_parameters=True) inside a traced graph: "
+                "which parameters a step uses would be frozen at trace time; train it eagerly")
         if self.find_unused:
             used = _reachable_leaves(outputs)
             local = np.array([id(p) in used for p in self.params], dtype=np.uint8)
@@ -117,24 +173,57 @@ class Reducer:
                 f"parameter the forward's outputs do not use)")
         self.ready.add(id(p))
         bucket, i, _ = self.where[id(p)]
-        slot = bucket.slot(i)
-        if p.grad is None:
-            slot[...] = 0
+        if self.traced:
+            bucket.grads[i] = p.grad
+        elif p.grad is None:
+            bucket.slot(i)[...] = 0
         else:
-            slot[...] = p.grad._data.reshape(-1)
+            bucket.slot(i)[...] = p.grad._data.reshape(-1)
         bucket.pending -= 1
         while (self.next_bucket < len(self.buckets)
                and self.buckets[self.next_bucket].pending == 0):
-            b = self.buckets[self.next_bucket]
-            b.work = all_reduce(Tensor._wrap(b.flat), ReduceOp.AVG, async_op=True)
+            self._start(self.buckets[self.next_bucket])
             self.next_bucket += 1
-        for b in self.buckets[:self.next_bucket]:
-            b.work.is_completed()   # MPI makes progress only inside MPI calls
+        if not self.traced:
+            for b in self.buckets[:self.next_bucket]:
+                b.work.is_completed()   # MPI makes progress only inside MPI calls
         if self.next_bucket == len(self.buckets):
-            self._finish()
+            self._finish_traced() if self.traced else self._finish()
+
+    def _start(self, b: _Bucket) -> None:
+        if self.traced:
+            with no_grad():
+                flat = b.traced_flat()
+                if self.world > 1:
+                    b.traced = (graph_ops.reduce_scatter_start(flat, op="avg", world=self.world),
+                                flat)
+                else:
+                    b.traced = (graph_ops.all_reduce_start(flat, op="avg"),)
+        elif self.world > 1:
+            b.work = reduce_scatter_tensor(Tensor._wrap(b.shard), Tensor._wrap(b.flat),
+                                           ReduceOp.AVG, async_op=True)
+        else:
+            b.work = all_reduce(Tensor._wrap(b.flat), ReduceOp.AVG, async_op=True)
+
+    def _finish_traced(self) -> None:
+        """The wait nodes, after the last gradient: averaged gradients (views of each bucket's
+        result) become `.grad`; with ZeRO each bucket's block is kept for the optimizer."""
+        self.active = False
+        with no_grad():
+            for b in self.buckets:
+                done = graph_ops.collective_wait(*b.traced)
+                b.traced = done
+                if self.world > 1:
+                    continue
+                for i, p in enumerate(b.params):
+                    p.grad = done[b.offsets[i]:b.offsets[i + 1]].reshape(p.shape)
 
     def _finish(self) -> None:
         self.active = False
+        if self.world > 1:
+            for b in self.buckets:
+                b.work.wait()
+            return
         used = None
         if self.used_work is not None:
             self.used_work.wait()
@@ -155,8 +244,22 @@ class Reducer:
                          for b in self.buckets if b.pending for p in b.params)
 
     def __del__(self) -> None:   # the DDP wrapper is gone: its parameters stop calling us
+        _live.pop(id(self), None)
         for h in self.hooks:
             h.remove()
+
+
+_live: dict = {}   # id(reducer) -> weakref, to find the reducer of a ZeRO optimizer's params
+
+
+def reducer_of(params: list):
+    """The live reducer (of a DistributedDataParallel) over exactly `params`, or None."""
+    wanted = {id(p) for p in params}
+    for ref in list(_live.values()):
+        r = ref()
+        if r is not None and {id(p) for p in r.params} == wanted:
+            return r
+    return None
 
 
 def _weak_hook(reducer: Reducer):

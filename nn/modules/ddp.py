@@ -49,24 +49,20 @@ class DistributedDataParallel(Module):
                            Reducer(params, bucket_cap_mb, find_unused_parameters))
 
     def __call__(self, *inputs, **kwargs):
-        """Always an eager call: under `set_mode(GRAPH)` the wrapped module's call is the one
+        """Always a plain call: under `set_mode(GRAPH)` the wrapped module's call is the one
         that compiles (and joins autograd as one node, whose gradients reach the parameters'
         hooks), while the reducer is armed and buffers broadcast on every call, not once at
-        trace time."""
-        from dualflow.ops.dispatch import state
-        if state.interpreters:
-            raise NotImplementedError(
-                "DistributedDataParallel inside nn.Graph: gradient all-reduces as graph nodes "
-                "are not implemented yet; train the DDP model eagerly or under "
-                "flow.set_mode(flow.GRAPH), where the wrapped module compiles")
+        trace time. Inside an `nn.Graph` trace the same hooks emit the bucket all-reduces as
+        graph nodes (`distributed/reducer.py`)."""
         return self._call_impl(*inputs, **kwargs)
 
     def forward(self, *inputs, **kwargs):
         from dualflow import distributed as dist
-        from dualflow.grad_mode import is_grad_enabled
+        from dualflow.grad_mode import is_grad_enabled, no_grad
         if self.broadcast_buffers:
-            for b in self.module.buffers():
-                dist.broadcast(b.detach(), 0)
+            with no_grad():   # buffers need no gradient; traced, the write is a state update
+                for b in self.module.buffers():
+                    dist.broadcast(b, 0)
         out = self.module(*inputs, **kwargs)
         if is_grad_enabled() and self.require_backward_grad_sync:
             self._reducer.prepare(out)

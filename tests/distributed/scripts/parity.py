@@ -1,8 +1,10 @@
 """Run under `mpiexec -n N`: 20 data-parallel SGD/Adam steps on slices of one global batch must
 give the parameters single-process training gives on the whole batch.
 
-    python parity.py DTYPE MODE [GRAPH]   # DTYPE float32|float64; MODE ddp|no_sync|zero;
-                                          # GRAPH: the DDP replicas run under set_mode(GRAPH)
+    python parity.py DTYPE MODE [RUNNER]  # DTYPE float32|float64; MODE ddp|no_sync|zero;
+        # RUNNER: EAGER (default); GRAPH: the DDP replicas run under set_mode(GRAPH); NNGRAPH:
+        # an nn.Graph over the DDP model trains; DATA_PARALLEL: an nn.Graph over the plain model
+        # with graph.config.data_parallel()
 Prints `max relative difference <x>` on rank 0; exits 1 on a mismatch beyond the bar."""
 import sys
 
@@ -40,6 +42,29 @@ def step(model, opt, x, y, micro: int = 1, sync=None):
     opt.step()
 
 
+class TrainStep(nn.Graph):
+    """The training step as an nn.Graph: forward, backward (with the all-reduce nodes), update."""
+
+    def __init__(self, model, opt, micro: int, data_parallel: bool):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+        self.config.set_gradient_accumulation_steps(micro)
+        if data_parallel:
+            self.config.data_parallel(bucket_cap_mb=0.0002)
+
+    def build(self, x, y):
+        loss = nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        return loss
+
+
+def collective_nodes(graph) -> dict:
+    names = [n.op.name for n in graph.ir.nodes]
+    return {k: names.count(k) for k in ("all_reduce_start", "reduce_scatter_start",
+                                        "all_gather_start", "collective_wait")}
+
+
 def relative_difference(p, q) -> float:
     """The largest element difference, relative to the reference tensor's largest element."""
     p, q = p.detach().numpy(), q.detach().numpy()
@@ -63,23 +88,39 @@ def main():
     ref_opt = (flow.optim.Adam(reference.parameters(), lr=0.01) if mode == "zero"
                else flow.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9,
                                    weight_decay=1e-3))
+    runner = (sys.argv[3:] or ["EAGER"])[0]
     local = make_model(0 if rank == 0 else 100 + rank, dtype)   # rank 0's weights must win
-    ddp = nn.parallel.DistributedDataParallel(local, bucket_cap_mb=0.0002)   # several buckets
+    if runner == "DATA_PARALLEL":   # the graph's config broadcasts and averages
+        ddp = local
+    else:
+        ddp = nn.parallel.DistributedDataParallel(local, bucket_cap_mb=0.0002)  # several buckets
     if mode == "zero":
         opt = dist.optim.ZeroRedundancyOptimizer(ddp.parameters(), flow.optim.Adam, lr=0.01)
     else:
         opt = flow.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
     micro = 2 if mode == "no_sync" else 1
-    if sys.argv[3:] == ["GRAPH"]:
+    if runner == "GRAPH":
         flow.set_mode(flow.GRAPH)   # the reference below runs eagerly (flow.mode context)
+    graph = (TrainStep(ddp, opt, micro, runner == "DATA_PARALLEL")
+             if runner in ("NNGRAPH", "DATA_PARALLEL") else None)
     per_rank = BATCH // size
     for x, y in batches(dtype):
         with flow.mode(flow.EAGER):
             step(reference, ref_opt, x, y, micro)
         mine = slice(rank * per_rank, (rank + 1) * per_rank)
-        step(ddp, opt, x[mine], y[mine], micro, ddp.no_sync if micro > 1 else None)
-    if sys.argv[3:] == ["GRAPH"] and not local.__dict__.get("_graph_cache"):
+        if graph is not None:
+            graph(x[mine], y[mine])
+        else:
+            step(ddp, opt, x[mine], y[mine], micro, ddp.no_sync if micro > 1 else None)
+    if runner == "GRAPH" and not local.__dict__.get("_graph_cache"):
         raise AssertionError("the wrapped module did not compile under set_mode(GRAPH)")
+    if graph is not None:
+        counts = collective_nodes(graph)
+        started = counts["all_reduce_start"] + counts["reduce_scatter_start"]
+        if started < 2 or counts["collective_wait"] != started + counts["all_gather_start"]:
+            raise AssertionError(f"the compiled step lacks its bucket collectives: {counts}")
+        if rank == 0:
+            print(f"collective nodes in the compiled step: {counts}")
     worst = max(relative_difference(p, q) for p, q in zip(local.parameters(),
                                                           reference.parameters()))
     moved = max(float(np.max(np.abs(q.detach().numpy() - p0.detach().numpy())))
