@@ -150,7 +150,7 @@ class Exporter:
                 for v in node.outputs:
                     self.constants[v.id] = np.zeros(v.type.shape, v.type.dtype.np)
                 return
-            if self.fold and node.op.pure and all(v.id in self.constants for v in node.inputs):
+            if self.fold and node.pure and all(v.id in self.constants for v in node.inputs):
                 self._fold(node)
                 return
         onnx = node.op.onnx

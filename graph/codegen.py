@@ -100,9 +100,9 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
         dest = _dest_name(plan.dest.get(i), names)
         args = [names[v.id] for v in n.inputs]
         expr, is_array = emit.call(n, i, args, dest, env, xp, scratch_for)
-        if len(n.outputs) == 1 and not n.outputs[0].type.shape and not is_array:
+        if not n.returns_tuple() and not n.outputs[0].type.shape and not is_array:
             expr = f"_asarray({expr})"  # NumPy reductions return scalars; keep arrays
-        outs = ", ".join(f"v{v.id}" for v in n.outputs) + ("," if len(n.outputs) > 1 else "")
+        outs = ", ".join(f"v{v.id}" for v in n.outputs) + ("," if n.returns_tuple() else "")
         where = n.where()
         lines.append(f"    {outs} = {expr}  # {n.op.name}" + (f" {where}" if where else ""))
         line_nodes[len(lines)] = n

@@ -13,7 +13,7 @@ def interpret(graph: Graph, inputs: list, xp=np) -> tuple[list, list]:
     env.update({v.id: v.ref for v in graph.consts})
     for n in graph.nodes:
         res = n.op.kernel(xp, *[env[v.id] for v in n.inputs], **n.attrs)
-        res = (res,) if len(n.outputs) == 1 else res
+        res = res if n.returns_tuple() else (res,)
         for v, r in zip(n.outputs, res):
             env[v.id] = xp.asarray(r)
     return [env[v.id] for v in graph.outputs], [env[v.id] for _, v in graph.state_updates]

@@ -38,6 +38,29 @@ class Node:
         parts = [p for p in (self.scope, f"({self.source})" if self.source else "") if p]
         return " ".join(parts)
 
+    @property
+    def pure(self) -> bool:
+        """The op is pure and so is every node of its regions (a cond whose branch draws random
+        numbers is not): what DCE, CSE, folding and the forward/backward split ask."""
+        if not self.op.pure:
+            return False
+        return all(m.pure for r in self.regions() for m in r.graph.nodes)
+
+    def returns_tuple(self) -> bool:
+        """Whether the kernel returns a tuple: several outputs, or an op whose output count
+        varies per node (`num_outputs=None`, e.g. a cond), even when this node has one."""
+        return len(self.outputs) > 1 or self.op.num_outputs is None
+
+    def regions(self) -> list:
+        """The sub-graph owners among the attrs (a cond's branches, a loop's body): objects
+        with a `graph` (graph/regions.py's Region), in attr order."""
+        found = []
+        for v in self.attrs.values():
+            for r in (v if type(v) is tuple else (v,)):
+                if isinstance(getattr(r, "graph", None), Graph):
+                    found.append(r)
+        return found
+
     def __repr__(self) -> str:
         outs = ", ".join(f"{v}:{v.type}" for v in self.outputs)
         attrs = " ".join(f"{k}={_short(v)}" for k, v in self.attrs.items())
@@ -161,22 +184,52 @@ class Graph:
         return node
 
     # ---- inspection -----------------------------------------------------------------------
+    def copy(self) -> "Graph":
+        """A copy with its own nodes and values (same ids), for passes that must leave this
+        graph as it is (a region stays replayable while its compiled copy is optimised).
+        Parameters and constants still refer to the same tensors and arrays."""
+        g = Graph(self.name)
+        g._next_id = self._next_id
+        vals: dict = {}
+
+        def fresh(v, producer=None):
+            vals[v.id] = nv = Value(v.id, v.type, v.kind, producer, v.ref, v.name)
+            return nv
+        g.inputs = [fresh(v) for v in self.inputs]
+        g.params = [fresh(v) for v in self.params]
+        g.consts = [fresh(v) for v in self.consts]
+        nodes = []
+        for n in self._nodes:
+            m = Node(n.op, [vals[v.id] for v in n.inputs], dict(n.attrs), [], n.scope, n.source,
+                     n.grad_enabled)
+            m.outputs = [fresh(v, m) for v in n.outputs]
+            nodes.append(m)
+        g.nodes = nodes
+        g.outputs = [vals[v.id] for v in self.outputs]
+        g.state_updates = [(t, vals[v.id]) for t, v in self.state_updates]
+        return g
+
     def __str__(self) -> str:
-        lines = [f"graph {self.name}("]
+        return "\n".join(self._lines(""))
+
+    def _lines(self, indent: str) -> list:
+        lines = [f"{indent}graph {self.name}("]
         for v in self.inputs:
-            lines.append(f"    {v}:{v.type}{'  # ' + v.name if v.name else ''}")
-        lines.append(") {")
+            lines.append(f"{indent}    {v}:{v.type}{'  # ' + v.name if v.name else ''}")
+        lines.append(f"{indent}) {{")
         for v in self.params:
-            lines.append(f"  {v}:{v.type} = param {v.name}")
+            lines.append(f"{indent}  {v}:{v.type} = param {v.name}")
         for v in self.consts:
-            lines.append(f"  {v}:{v.type} = const")
+            lines.append(f"{indent}  {v}:{v.type} = const")
         for n in self.nodes:
-            lines.append(f"  {n!r}")
+            lines.append(f"{indent}  {n!r}")
+            for r in n.regions():
+                lines += r.graph._lines(indent + "      ")
         for t, v in self.state_updates:
-            lines.append(f"  state {self._param_name(t)} <- {v}")
-        lines.append(f"  return {', '.join(map(repr, self.outputs))}")
-        lines.append("}")
-        return "\n".join(lines)
+            lines.append(f"{indent}  state {self._param_name(t)} <- {v}")
+        lines.append(f"{indent}  return {', '.join(map(repr, self.outputs))}")
+        lines.append(f"{indent}}}")
+        return lines
 
     def _param_name(self, tensor) -> str:
         for v in self.params:
@@ -203,6 +256,11 @@ class Graph:
                 if v.id in defined:
                     raise GraphError(f"{v} is assigned twice  # {n.where()}")
                 defined.add(v.id)
+            for r in n.regions():
+                if r.graph.params or r.graph.state_updates:
+                    raise GraphError(f"region {r.graph.name} binds parameters or writes state "
+                                     f"(outer tensors must be captured inputs)  # {n.where()}")
+                r.graph.verify()
         for v in self.outputs + [v for _, v in self.state_updates]:
             if v.id not in defined:
                 raise GraphError(f"graph output {v} is never defined")

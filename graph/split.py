@@ -26,7 +26,7 @@ def split_forward_backward(joint: Graph, n_forward_outputs: int, seeds: list) ->
     fwd_outs = joint.outputs[:n_forward_outputs]
     grad_outs = joint.outputs[n_forward_outputs:]
     needed = {v.id for v in fwd_outs} | {v.id for _, v in joint.state_updates}
-    needed |= {v.id for n in joint.nodes if not n.op.pure for v in n.outputs}
+    needed |= {v.id for n in joint.nodes if not n.pure for v in n.outputs}
     fwd_ids: set = set()
     for n in reversed(joint.nodes):
         if any(v.id in needed for v in n.outputs):

@@ -159,6 +159,12 @@ class Tracer:
             return outs[0]
         return tuple(outs)
 
+    def trace_regions(self, fns: list, types: list) -> tuple[list, list]:
+        """Trace functions into sub-graphs of this graph (the op layer's control flow asks):
+        see graph/regions.py."""
+        from .regions import trace_regions
+        return trace_regions(self, fns, types)
+
     def constant(self, value, dtype, device):
         arr = np.asarray(value, dtype=dtype.np)
         if device is not None and device.type != "cpu":

@@ -18,6 +18,8 @@ ROOT_MODULE = "framework/__init__.py"                      # `import dualflow`: 
 LAZY_ALLOWED = {   # (file, layer reached) -> why a function-level import may reach up
     ("framework/tensor.py", "eager"): "Tensor.backward and gradient hooks call the engine",
     ("framework/utils/checkpoint.py", "eager"): "flow.utils.checkpoint runs an eager Function",
+    ("framework/ops/control_flow.py", "eager"):
+        "a region's VJP differentiates the region's replay with autograd.grad",
     ("framework/onnx.py", "export"): "flow.onnx.export is PyTorch's name for the exporter",
     ("framework/utils/tensorboard/writer.py", "export"): "add_graph draws the exporter's graph",
     ("framework/distributed/checkpoint.py", "nn"): "a checkpoint unwraps DistributedDataParallel",

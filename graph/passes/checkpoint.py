@@ -88,7 +88,7 @@ def _copies(graph: Graph, made: dict, boundary: set, wanted: list) -> dict:
     stack = [made[vid] for vid in wanted]
     while stack:
         i = stack.pop()
-        if i in need or not nodes[i].op.pure:
+        if i in need or not nodes[i].pure:
             continue
         need.add(i)
         for v in nodes[i].inputs:

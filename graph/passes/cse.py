@@ -48,7 +48,7 @@ def cse(graph: Graph) -> Graph:
     seen: dict = {}   # (op, input ids, attrs) -> the first node computing it
 
     def reuse(rw, n):
-        attrs = _attrs_key(n.attrs) if n.op.pure else None
+        attrs = _attrs_key(n.attrs) if n.pure else None
         if attrs is None:
             return None
         prev = seen.setdefault((n.op.name, id(n.op), tuple(v.id for v in n.inputs), attrs), n)

@@ -15,7 +15,7 @@ def dce(graph: Graph) -> Graph:
     uses, escaping = graph.uses(), graph.escaping()
 
     def dead(node) -> bool:
-        return node.op.pure and not any(o.id in escaping or uses.count(o) for o in node.outputs)
+        return node.pure and not any(o.id in escaping or uses.count(o) for o in node.outputs)
 
     local = {id(n) for n in graph.nodes}
     dropped: set = set()

@@ -17,13 +17,13 @@ def _xp_of(array):
 
 def _fold(rw: Rewriter, n):
     """Run a pure node on constant inputs now; its results become constants."""
-    if not (n.op.pure and n.inputs and all(v.kind == "const" for v in n.inputs) and
+    if not (n.pure and n.inputs and all(v.kind == "const" for v in n.inputs) and
             all(o.type.numel() <= MAX_ELEMENTS for o in n.outputs)):
         return None
     arrays = [v.ref for v in n.inputs]
     xp = _xp_of(arrays[0])
     res = n.op.kernel(xp, *arrays, **n.attrs)
-    res = (res,) if len(n.outputs) == 1 else res
+    res = res if n.returns_tuple() else (res,)
     # a copy (views must not pin inputs) in the output's dtype
     return tuple(rw.graph.add_const(xp.array(r, dtype=o.type.dtype.np), o.type)
                  for o, r in zip(n.outputs, res))

@@ -15,7 +15,7 @@ from .rewrite import ANY, Rewriter, rewrite
 
 
 def fusible(node: Node) -> bool:
-    return node.op.elementwise and node.op.pure and len(node.outputs) == 1
+    return node.op.elementwise and node.pure and len(node.outputs) == 1
 
 
 def groups(graph: Graph) -> dict:

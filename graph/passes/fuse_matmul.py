@@ -35,7 +35,7 @@ def fuse_matmul(graph: Graph) -> Graph:
     states = {v.id for _, v in graph.state_updates}
 
     def absorbs(rw: Rewriter, user: Node, n) -> bool:
-        if n is None or n.op.name != "matmul" or not n.op.pure:
+        if n is None or n.op.name != "matmul" or not n.pure:
             return False
         product, out = n.outputs[0], user.outputs[0]
         return not rw.escapes(product) and rw.readers(product) == 1 and bool(
