@@ -19,7 +19,7 @@ from .cache import GraphCache
 class CompiledCall(GraphCache):
     """A bounded cache of compiled entries (`entry.run(*args)`) and the calling rule above."""
 
-    def __init__(self, name: str, capacity: int = 32, warn_after: int = 8):
+    def __init__(self, name: str, capacity: int | None = None, warn_after: int = 8):
         super().__init__(name, capacity, warn_after)
         self.warmed: set = set()   # keys whose warm-up call has run
 

@@ -14,6 +14,7 @@ from dualflow.tensor import Tensor
 
 from .ir import Graph
 from .pytree import flatten
+from .retrace import describe_leaf_change
 from .tracer import TraceError, TracedTensor, Tracer
 
 
@@ -33,16 +34,20 @@ def signature(leaves: list, extra=()) -> tuple:
 _LEAF_FACTS = ("shape", "layout", "dtype", "device", "requires_grad")
 
 
-def explain_change(old: tuple, new: tuple, extra_names: tuple) -> list:
+def explain_change(old: tuple, new: tuple, extra_names: tuple, leaf_names: tuple = ()) -> list:
     """What differs between two `signature` keys whose `extra` parts are named `extra_names`,
-    in words, for the retrace warning: `input 0 shape (8, 32) -> (16, 32)`, `train/eval flags`."""
+    in words, for the retrace warning: `input 0 (x) shape at dim 0: 8 -> 16`, `train/eval
+    flags`. `leaf_names` names the tensor arguments where known (`retrace.leaf_names`)."""
     tail = len(extra_names) + 2
     old_leaves, new_leaves = old[:len(old) - tail], new[:len(new) - tail]
     if len(old_leaves) != len(new_leaves):
         return [f"number of tensor arguments {len(old_leaves)} -> {len(new_leaves)}"]
     out = []
     for i, (a, b) in enumerate(zip(old_leaves, new_leaves)):
-        out += [f"input {i} {fact} {x} -> {y}" for fact, x, y in zip(_LEAF_FACTS, a, b) if x != y]
+        name = leaf_names[i] if i < len(leaf_names) else ""
+        for fact, x, y in zip(_LEAF_FACTS, a, b):
+            if x != y and not (fact == "layout" and a[0] != b[0]):   # strides follow the shape
+                out += describe_leaf_change(i, name, fact, x, y)
     names = tuple(extra_names) + ("grad mode", "autocast")
     out += [name for name, x, y in zip(names, old[-tail:], new[-tail:]) if x != y]
     return out

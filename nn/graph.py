@@ -10,6 +10,7 @@ call with that state in place, so every replay is the steady-state update.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import OrderedDict
 
@@ -20,12 +21,14 @@ from dualflow.graph.trace import scope_names
 from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.graph.retrace import RetraceLog, leaf_names
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, read_state
 from .graph_mode import module_tree, retrace_reason
 from .module import Module
+from .graph_save import load_graph, save_graph
 
 
 _KEY_PARTS = ("argument structure", "train/eval flags", "graph.config",
@@ -112,14 +115,35 @@ class _TrainEntry:
 
 
 class Graph:
-    """Subclass, assign modules in `__init__`, override `build(*inputs)`; call it like a function."""
+    """Subclass, assign modules in `__init__`, override `build(*inputs)`; call it like a function.
+    `cache_limit`: the most compiled signatures kept (default `flow.graph.set_cache_limit`'s)."""
 
-    def __init__(self):
+    def __init__(self, *, cache_limit: int | None = None):
+        if cache_limit is not None and (isinstance(cache_limit, bool) or
+                                        not isinstance(cache_limit, int) or cache_limit < 1):
+            raise ValueError(f"nn.Graph: cache_limit must be a positive int, got {cache_limit!r}")
         object.__setattr__(self, "_modules", OrderedDict())
         self.config = GraphConfig()
         self._optimizers: list = []
-        self._cache = CompiledCall(type(self).__name__)
+        self._cache = CompiledCall(type(self).__name__, cache_limit)
         self._debug_level = -1
+class _BuildOrLoad:
+    """`load` on an instance loads into it; on a class, `MyGraph.load(path, *args, **kwargs)`
+    builds `MyGraph(*args, **kwargs)` first (a restarted job's one-liner) and returns it."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, graph, cls):
+        if graph is not None:
+            return functools.partial(self.fn, graph)
+
+        def build_and_load(path, *args, **kwargs):
+            return self.fn(cls(*args, **kwargs), path)
+        return build_and_load
+
+
         self._last = None
         self._warmed = False
         self._lr_bindings: dict = {}
@@ -154,6 +178,29 @@ class Graph:
         for name, m in self._modules.items():
             out.update(m.state_dict(prefix=f"{name}."))
         return out
+    def explain_retrace(self) -> RetraceLog:
+        """Every compile so far, each with why it happened (the first call, a loaded file, or
+        what changed in the cache key: `input 0 (x) shape at dim 0: 8 -> 16`, `train/eval
+        flags`, `graph.config`, an optimizer's settings, a module attribute); printable."""
+        return RetraceLog(self._cache.history)
+
+    # ---- compiled graphs in files ----------------------------------------------------------
+    def save(self, path) -> None:
+        """Write every compiled signature of this graph (its optimised IR, not code) with the
+        modules' and optimizers' state dicts to `path`, for `load` in a later process."""
+        save_graph(self, path)
+
+    @_BuildOrLoad
+    def load(self, path) -> "Graph":
+        """Restore the state dicts saved with `save` into this graph's modules and optimizers and
+        install its compiled signatures: calls with them replay without tracing or compiling.
+        The graph is built again by user code first (`g = TrainGraph(model, opt); g.load(path)`,
+        or `TrainGraph.load(path, model, opt)`). A file from another dualflow version, another
+        graph class or config, or a model whose modules, names, shapes or dtypes differ raises
+        before anything is changed."""
+        load_graph(self, path)
+        return self
+
 
     def load_state_dict(self, state_dict: dict, strict: bool = True):
         missing, unexpected = [], list(state_dict)
@@ -258,7 +305,8 @@ class Graph:
             snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),
             warm_up=(lambda: self._warm_up(args)) if self._optimizers and not self._warmed
             else None,
-            reason=lambda: retrace_reason(last, key, _KEY_PARTS, walks))
+            reason=lambda: retrace_reason(last, key, _KEY_PARTS, walks,
+                                          leaf_names(self.build, key[len(leaves)])))
 
     def _warm_up(self, args):
         """The first call of a training graph, eagerly: optimizers create their state then."""

@@ -14,6 +14,7 @@ from dualflow.graph.compiler import compile_graph
 from dualflow.graph.memory import aliases_input
 from dualflow.graph.passes.checkpoint import checkpoint_pass
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.graph.retrace import leaf_names
 from dualflow.graph.split import split_forward_backward
 from dualflow.graph.trace import Trace, explain_change, scope_names, signature
 from dualflow.graph.tracer import tracing
@@ -61,25 +62,27 @@ def module_call(module, args: tuple, kwargs: dict):
         return entry
 
     return calls.miss(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
-                      reason=lambda: retrace_reason(calls.newest, key, _KEY_PARTS, [walk]))
+                      reason=lambda: retrace_reason(calls.newest, key, _KEY_PARTS, [walk],
+                                                    leaf_names(module.forward, structure)))
 
 
 _KEY_PARTS = ("argument structure", "train/eval flags", "need for gradients",
               "checkpointed modules", "module tree")
 
 
-def retrace_reason(last, key, parts: tuple, walks: list) -> str:
+def retrace_reason(last, key, parts: tuple, walks: list, leaf_names: tuple = ()) -> list:
     """Why a call compiles again, against the last compiled entry (its `key` and `walks`): the
     inputs and flags that changed (`parts` names the key's extra items, the module tree last),
-    and which module attributes (`Tempered.calls: 3 -> 4`), for the retrace warning."""
+    and which module attributes (`Tempered.calls: 3 -> 4`), for the retrace warning and
+    `explain_retrace`; `leaf_names` names the tensor arguments (`retrace.leaf_names`)."""
     if last is None:
-        return ""
-    changes = explain_change(last.key, key, parts)
+        return []
+    changes = explain_change(last.key, key, parts, leaf_names)
     if "module tree" in changes:
         changes.remove("module tree")
         changes += [c for old, new in zip(last.walks, walks) for c in new.changes_since(old)] \
             or ["module tree"]
-    return ", ".join(changes[:4])
+    return changes
 
 
 class Walk:

@@ -1,0 +1,339 @@
+"""Saving and loading compiled graphs: `nn.Graph.save` / `load` and, for GRAPH-mode modules,
+`flow.graph.save(module, path)` / `flow.graph.load(module, path)`.
+
+A file (`graph/saved.py`) holds every compiled entry of the call's cache — its optimised IR
+(`graph/serialize.py`), its output tree, and its cache key in portable form (each tensor
+argument's shape, strides, dtype and requires_grad, the argument structure, train/eval flags,
+grad mode, autocast) — plus the model's and optimizers' state dicts and a description of the
+module tree (module names and classes, parameter and buffer names, shapes and dtypes, the plain
+attributes Python code may branch on) and of the graph's config.
+
+Loading checks all of it against the objects the user built again — a different module tree,
+state dict, optimizer layout, config or graph class raises before anything is changed — then
+loads the state dicts, binds each graph's parameters by name, plans memory, generates code (no
+tracing, no passes) and installs each entry under the key the next call computes, so that call
+replays.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from dualflow.graph import saved
+from dualflow.graph.compiled_call import CompiledCall
+from dualflow.graph.optim_step import hyper_parameters
+from dualflow.graph.serialize import Decoder, Encoder, SerializeError, bind, encode_type
+from dualflow.graph.trace import scope_names
+from dualflow.ops.opdef import TensorType
+from dualflow.tensor import Tensor
+
+from .graph_mode import ForwardEntry, JointEntry, module_tree
+
+_KEY_TAIL = 7   # a key ends with the front end's five items, grad mode and the autocast state
+
+
+# ---- what both front ends share --------------------------------------------------------------
+def _portable_key(enc: Encoder, key: tuple) -> dict:
+    """The parts of a cache key that mean the same in another process (not the ids and
+    counters a key also holds, which `load` takes from the live objects)."""
+    n = len(key) - _KEY_TAIL
+    return {"leaves": enc.value(key[:n], "cache key"), "structure": enc.value(key[n], "argument "
+            "structure"), "flags": enc.value(key[n + 1], "train/eval flags"),
+            "grad": key[-2], "autocast": enc.value(key[-1], "autocast state")}
+
+
+def _live_key(dec: Decoder, saved_key: dict, middle: tuple) -> tuple:
+    """A cache key from its saved portable parts and the front end's live items `middle`."""
+    k = {name: dec.value(v) for name, v in saved_key.items()}
+    return k["leaves"] + (k["structure"], k["flags"]) + middle + (k["grad"], k["autocast"])
+
+
+def _tree_facts(enc: Encoder, roots: dict) -> list:
+    """What a compiled graph assumed of the module tree, in comparable form."""
+    facts = []
+    for prefix, root in roots.items():
+        walk = module_tree(root)
+        hooks = [type(m).__name__ for m in walk.modules if m._forward_hooks or
+                 m._forward_pre_hooks]
+        if hooks:
+            raise SerializeError(f"{hooks[0]} has forward hooks, which a compiled graph runs "
+                                 "as traced code but a file cannot hold; remove them to save")
+        dot = f"{prefix}." if prefix else ""
+        facts.append({
+            "modules": [[dot + n, type(m).__name__] for n, m in root.named_modules()],
+            "tensors": [[dot + n, encode_type(_type(t)), bool(t.requires_grad)]
+                        for n, t in list(root.named_parameters(remove_duplicate=False)) +
+                        list(root.named_buffers(remove_duplicate=False))],
+            "attributes": [[i, name] for i, (m, name) in enumerate(walk.attrs)],
+            "values": enc.value(walk.guards, "module attributes")})
+    return facts
+
+
+def _type(t: Tensor) -> TensorType:
+    return TensorType(t.shape, t.dtype, t.device)
+
+
+def _check_same(saved_facts, live_facts, where: str) -> None:
+    for name in ("modules", "tensors", "attributes", "values"):
+        for old, new in zip(saved_facts, live_facts):
+            if old[name] != new[name]:
+                diff = next((f"{a} saved, {b} now" for a, b in zip(old[name], new[name])
+                             if a != b), f"{len(old[name])} saved, {len(new[name])} now")
+                raise SerializeError(f"{where}: the model differs from the one saved "
+                                     f"({name}: {diff})")
+    if len(saved_facts) != len(live_facts):
+        raise SerializeError(f"{where}: {len(saved_facts)} module trees saved, "
+                             f"{len(live_facts)} now")
+
+
+def _check_state_dict(saved_sd, live_sd: dict, where: str) -> None:
+    if not isinstance(saved_sd, dict) or set(saved_sd) != set(live_sd):
+        raise SerializeError(f"{where}: the saved state dict's keys differ from the model's")
+    for k, t in live_sd.items():
+        s = saved_sd[k]
+        if not isinstance(s, Tensor) or tuple(s.shape) != tuple(t.shape) or s.dtype != t.dtype:
+            raise SerializeError(f"{where}: '{k}' is saved as {getattr(s, 'dtype', s)}"
+                                 f"{list(getattr(s, 'shape', ()))}, the model's is "
+                                 f"{t.dtype}{list(t.shape)}")
+
+
+def _dry_run_optimizers(optimizers: list, saved_sds, where: str) -> list:
+    """Each optimizer as it will be after loading its saved state, built on shallow copies (the
+    originals are not touched), so the graphs' names can be checked first."""
+    if not isinstance(saved_sds, list) or len(saved_sds) != len(optimizers):
+        raise SerializeError(f"{where}: {len(saved_sds) if isinstance(saved_sds, list) else 0}"
+                             f" optimizer states saved, {len(optimizers)} optimizers given")
+    out = []
+    for opt, sd in zip(optimizers, saved_sds):
+        trial = copy.copy(opt)
+        try:
+            trial.load_state_dict(sd)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SerializeError(f"{where}: the saved {type(opt).__name__} state does not fit: "
+                                 f"{exc}") from None
+        for p, state in trial.state.items():
+            for k, t in state.items():
+                if isinstance(t, Tensor) and t.ndim and tuple(t.shape) != tuple(p.shape):
+                    raise SerializeError(f"{where}: optimizer state '{k}' is saved with shape "
+                                         f"{tuple(t.shape)} for a parameter of shape "
+                                         f"{tuple(p.shape)}")
+        out.append(trial)
+    return out
+
+
+def _optimizer_tensors(optimizers: list, param_names: dict) -> dict:
+    """state name -> tensor, named as nn.Graph's traces name them
+    (`optimizer0.model.0.weight.exp_avg`), and each group's lr input."""
+    out = {}
+    for oi, opt in enumerate(optimizers):
+        for p, state in opt.state.items():
+            for k, t in state.items():
+                if isinstance(t, Tensor):
+                    out[f"optimizer{oi}.{param_names.get(id(p), 'param')}.{k}"] = t
+    return out
+
+
+def _decode_all(dec: Decoder, records: list, fields: tuple) -> list:
+    return [{f: dec.graph(r[f]) for f in fields} for r in records]
+
+
+def _bind_all(graphs: list, tensors: dict) -> None:
+    for gs in graphs:
+        for g in gs.values():
+            bind(g, tensors)
+
+
+# ---- nn.Graph --------------------------------------------------------------------------------
+def _graph_tensors(g) -> dict:
+    return {n: t for prefix, m in g._modules.items() for n, t in _named_tensors(m, prefix).items()}
+
+
+def _named_tensors(module, prefix: str = "") -> dict:
+    dot = f"{prefix}." if prefix else ""
+    return {dot + n: t for n, t in list(module.named_parameters(remove_duplicate=False)) +
+            list(module.named_buffers(remove_duplicate=False))}
+
+
+def _config_facts(config) -> list:
+    scaler = config.grad_scaler
+    if scaler is not None:
+        raise SerializeError("a graph with a gradient scaler (enable_amp with float16) keeps its "
+                             "scale in tensors outside the model; it cannot be saved yet")
+    return [config.gradient_accumulation_steps, sorted(config.disabled_passes), config.verify,
+            None if config.amp_dtype is None else config.amp_dtype.name,
+            [type(m).__name__ for m in config._checkpointed]]
+
+
+def save_graph(g, path) -> None:
+    """`nn.Graph.save`: every compiled entry, the state dicts, and what they assumed."""
+    items = g._cache.items()
+    name = type(g).__name__
+    if not items:
+        raise RuntimeError(f"{name}.save: nothing is compiled yet; call the graph first")
+    enc = Encoder()
+    names = {id(t): n for n, t in _graph_tensors(g).items()}
+    entries = []
+    for key, entry in items:
+        if entry.effects:
+            raise SerializeError(f"{name}.save: the compiled build assigns module attributes "
+                                 "or changes its arguments in place, which a file cannot "
+                                 "replay yet")
+        entries.append({"key": _portable_key(enc, key),
+                        "graph": enc.graph(entry.exe.graph), "tree": enc.value(entry.tree,
+                                                                               "build() output"),
+                        "n_user": entry.n_user, "n_out": entry.n_out,
+                        "grad_params": [names[id(p)] for p in entry.grad_params],
+                        "report": entry.report})
+    structure = {"class": name, "config": _config_facts(g.config), "warmed": g._warmed,
+                 "tree": _tree_facts(enc, dict(g._modules)), "entries": entries}
+    state = {"model": g.state_dict(), "optimizers": [opt.state_dict() for opt, _ in g._optimizers]}
+    saved.write(path, "nn.Graph", structure, enc.arrays, state)
+
+
+def load_graph(g, path) -> None:
+    """`nn.Graph.load`: check everything, then load state and install the compiled entries."""
+    from .graph import _TrainEntry
+    name = type(g).__name__
+    where = f"{name}.load({str(path)!r})"
+    structure, arrays, state = saved.read(path, "nn.Graph")
+    dec = Decoder(arrays)
+    try:
+        if structure["class"] != name:
+            raise SerializeError(f"{where}: the file was saved from a {structure['class']}, "
+                                 f"not a {name} (a different build)")
+        if structure["config"] != _config_facts(g.config):
+            raise SerializeError(f"{where}: graph.config differs from the saved one "
+                                 f"({structure['config']} saved, {_config_facts(g.config)} now)")
+        _check_same(structure["tree"], _tree_facts(Encoder(), dict(g._modules)), where)
+        _check_state_dict(state.get("model"), g.state_dict(), where)
+        optimizers = [opt for opt, _ in g._optimizers]
+        trials = _dry_run_optimizers(optimizers, state.get("optimizers"), where)
+        records = structure["entries"]
+        graphs = _decode_all(dec, records, ("graph",))
+    except (KeyError, TypeError) as exc:
+        raise SerializeError(f"{where}: malformed file structure ({exc})") from None
+    names = scope_names(g._modules)[0]   # as nn.Graph's traces name optimizer state
+    lr_type = Tensor._wrap(np.zeros((), np.float64))
+    planned = {**_graph_tensors(g), **_optimizer_tensors(trials, names),
+               **{f"optimizer{oi}.group{gi}.lr": lr_type for oi, opt in enumerate(trials)
+                  for gi in range(len(opt.param_groups))}}
+    _bind_all(graphs, planned)   # every name and type checked before anything changes
+    for rec in records:
+        for p in rec["grad_params"]:
+            if p not in planned:
+                raise SerializeError(f"{where}: the saved graph returns the gradient of '{p}', "
+                                     "which the model does not have")
+
+    g.load_state_dict(state["model"])
+    for opt, sd in zip(optimizers, state["optimizers"]):
+        opt.load_state_dict(sd)
+    bindings = g._bind_lrs({})
+    lr_names = [f"optimizer{oi}.group{gi}.lr" for oi, opt in enumerate(optimizers)
+                for gi in range(len(opt.param_groups))]
+    live = {**_graph_tensors(g), **_optimizer_tensors(optimizers, names),
+            **{n: b.tensor for n, b in zip(lr_names, bindings)}}
+    _bind_all(graphs, live)
+    walks = [module_tree(root) for root in g._modules.values()]
+    versions = tuple((opt._version, hyper_parameters(opt)) for opt in optimizers)
+    opts = saved.options(g.config)
+    for rec, gs in zip(records, graphs):
+        exe = saved.executable(gs["graph"], opts)
+        entry = _TrainEntry(exe, dec.value(rec["tree"]), rec["n_user"], rec["n_out"],
+                            [live[p] for p in rec["grad_params"]], bindings,
+                            dict(rec["report"], loaded_from=str(path)), None)
+        key = _live_key(dec, rec["key"], (g.config.version, versions,
+                                          tuple(w.key for w in walks)))
+        entry.walks, entry.key = walks, key
+        g._cache.adopt(key, entry, f"loaded from {path}")
+    g._warmed = g._warmed or bool(structure["warmed"])
+    g._last = g._cache.newest
+
+
+# ---- GRAPH-mode modules ----------------------------------------------------------------------
+def _module_names(module) -> dict:
+    """Names a GRAPH-mode trace gives the module's tensors: plain, or under the class name when
+    the module itself is activation-checkpointed."""
+    plain = _named_tensors(module)
+    return {**plain, **{f"{type(module).__name__}.{n}": t for n, t in plain.items()}}
+
+
+def save_module(module, path, optimizer=None) -> None:
+    cache = module.__dict__.get("_graph_cache")
+    name = type(module).__name__
+    if cache is None or not cache.items():
+        raise RuntimeError(f"flow.graph.save: {name} has no compiled calls yet; call it under "
+                           "flow.set_mode(flow.GRAPH) (or flow.compile) first")
+    enc = Encoder()
+    names = {id(t): n for n, t in _named_tensors(module).items()}
+    records = []
+    for key, entry in cache.items():
+        if entry.effects:
+            raise SerializeError(f"flow.graph.save: {name}.forward assigns module attributes or "
+                                 "changes its arguments in place, which a file cannot replay yet")
+        rec = {"key": _portable_key(enc, key), "middle": enc.value(key[-5:-3], "cache key"),
+               "tree": enc.value(entry.tree, f"{name}.forward() output"), "n_user": entry.n_user}
+        if isinstance(entry, JointEntry):
+            rec.update(kind="joint", fwd=enc.graph(entry.fwd.graph), bwd=enc.graph(entry.bwd.graph),
+                       n_out=entry.n_out, n_res=entry.n_res,
+                       params=[names[id(p)] for p in entry.params],
+                       input_positions=entry.input_positions,
+                       diff_positions=entry.diff_positions, have=entry.have)
+        else:
+            rec.update(kind="forward", fwd=enc.graph(entry.exe.graph))
+        records.append(rec)
+    structure = {"class": name, "tree": _tree_facts(enc, {"": module}), "entries": records}
+    state = {"model": module.state_dict(),
+             "optimizers": [optimizer.state_dict()] if optimizer is not None else []}
+    saved.write(path, "module", structure, enc.arrays, state)
+
+
+def load_module(module, path, optimizer=None) -> None:
+    name = type(module).__name__
+    where = f"flow.graph.load({name}, {str(path)!r})"
+    structure, arrays, state = saved.read(path, "module")
+    dec = Decoder(arrays)
+    optimizers = [optimizer] if optimizer is not None else []
+    try:
+        if structure["class"] != name:
+            raise SerializeError(f"{where}: the file was saved from a {structure['class']}")
+        _check_same(structure["tree"], _tree_facts(Encoder(), {"": module}), where)
+        _check_state_dict(state.get("model"), module.state_dict(), where)
+        _dry_run_optimizers(optimizers, state.get("optimizers"), where)
+        records = structure["entries"]
+        graphs = [{f: dec.graph(r[f]) for f in (("fwd", "bwd") if r["kind"] == "joint"
+                                                else ("fwd",))} for r in records]
+    except (KeyError, TypeError) as exc:
+        raise SerializeError(f"{where}: malformed file structure ({exc})") from None
+    tensors = _module_names(module)
+    _bind_all(graphs, tensors)
+    for rec in records:
+        missing = [p for p in rec.get("params", ()) if p not in tensors]
+        if missing:
+            raise SerializeError(f"{where}: the saved graph differentiates '{missing[0]}', "
+                                 "which the model does not have")
+
+    module.load_state_dict(state["model"])
+    for opt, sd in zip(optimizers, state["optimizers"]):
+        opt.load_state_dict(sd)
+    cache = module.__dict__.get("_graph_cache")
+    if cache is None:
+        cache = module.__dict__["_graph_cache"] = CompiledCall(name)
+    walk = module_tree(module)
+    opts = saved.options()
+    for rec, gs in zip(records, graphs):
+        tree = dec.value(rec["tree"])
+        fwd = saved.executable(gs["fwd"], opts)
+        if rec["kind"] == "joint":
+            entry = JointEntry(fwd, saved.executable(gs["bwd"], opts), tree, rec["n_user"],
+                               rec["n_out"], rec["n_res"], [tensors[p] for p in rec["params"]],
+                               list(rec["input_positions"]), list(rec["diff_positions"]),
+                               list(rec["have"]), name, None)
+        else:
+            entry = ForwardEntry(fwd, tree, rec["n_user"], None)
+        key = _live_key(dec, rec["key"], dec.value(rec["middle"]) + (walk.key,))
+        entry.walks, entry.key = [walk], key
+        cache.adopt(key, entry, f"loaded from {path}")
+
+
+saved.register_module_io(save_module, load_module)
