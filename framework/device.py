@@ -81,3 +81,9 @@ def is_device_array(value) -> bool:
         return backend_of(value).name != "cpu"
     except TypeError:   # a list, a torch tensor, ...: not any backend's array
         return False
+
+
+def as_array(xp, value):
+    """A kernel's result as an array: a number (NumPy reductions return scalars) becomes an `xp`
+    array, an array of any backend stays as it is (a device move returns the target's)."""
+    return value if is_device_array(value) else xp.asarray(value)

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from .. import dtype as dt
-from ..device import xp_of
+from ..device import as_array, xp_of
 from ..tensor import Tensor
 
 
@@ -175,12 +175,12 @@ def _run_eager(op, inputs, attrs):
             f"{op.name}: cannot apply to inputs ({describe(inputs)}) "
             f"with {attrs or 'no attributes'}: {exc}") from exc
     if op.num_outputs == 1:
-        out = _wrap(res if type(res) is np.ndarray else xp.asarray(res))
+        out = _wrap(res if type(res) is np.ndarray else as_array(xp, res))
         if op.view:  # views share the version counter, so in-place writes are seen
             out._version = inputs[0]._version
             out._view_of = (inputs[0], op, attrs)
         return out
-    outs = tuple(_wrap(r if type(r) is np.ndarray else xp.asarray(r), i)
+    outs = tuple(_wrap(r if type(r) is np.ndarray else as_array(xp, r), i)
                  for i, r in enumerate(res))
     if op.view:
         for out in outs:
