@@ -27,8 +27,8 @@ from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, read_state
 from .graph_mode import module_tree, retrace_reason
-from .module import Module
 from .graph_save import load_graph, save_graph
+from .module import Module
 
 
 _KEY_PARTS = ("argument structure", "train/eval flags", "graph.config",
@@ -114,19 +114,6 @@ class _TrainEntry:
         return unflatten(self.tree, [Tensor._wrap(o) for o in res[:self.n_user]])
 
 
-class Graph:
-    """Subclass, assign modules in `__init__`, override `build(*inputs)`; call it like a function.
-    `cache_limit`: the most compiled signatures kept (default `flow.graph.set_cache_limit`'s)."""
-
-    def __init__(self, *, cache_limit: int | None = None):
-        if cache_limit is not None and (isinstance(cache_limit, bool) or
-                                        not isinstance(cache_limit, int) or cache_limit < 1):
-            raise ValueError(f"nn.Graph: cache_limit must be a positive int, got {cache_limit!r}")
-        object.__setattr__(self, "_modules", OrderedDict())
-        self.config = GraphConfig()
-        self._optimizers: list = []
-        self._cache = CompiledCall(type(self).__name__, cache_limit)
-        self._debug_level = -1
 class _BuildOrLoad:
     """`load` on an instance loads into it; on a class, `MyGraph.load(path, *args, **kwargs)`
     builds `MyGraph(*args, **kwargs)` first (a restarted job's one-liner) and returns it."""
@@ -144,6 +131,19 @@ class _BuildOrLoad:
         return build_and_load
 
 
+class Graph:
+    """Subclass, assign modules in `__init__`, override `build(*inputs)`; call it like a function.
+    `cache_limit`: the most compiled signatures kept (default `flow.graph.set_cache_limit`'s)."""
+
+    def __init__(self, *, cache_limit: int | None = None):
+        if cache_limit is not None and (isinstance(cache_limit, bool) or
+                                        not isinstance(cache_limit, int) or cache_limit < 1):
+            raise ValueError(f"nn.Graph: cache_limit must be a positive int, got {cache_limit!r}")
+        object.__setattr__(self, "_modules", OrderedDict())
+        self.config = GraphConfig()
+        self._optimizers: list = []
+        self._cache = CompiledCall(type(self).__name__, cache_limit)
+        self._debug_level = -1
         self._last = None
         self._warmed = False
         self._lr_bindings: dict = {}
@@ -169,15 +169,6 @@ class _BuildOrLoad:
     def cache_info(self) -> dict:
         return self._cache.info()
 
-    @property
-    def training(self) -> bool:
-        return bool(self._optimizers) or any(m.training for m in self._modules.values())
-
-    def state_dict(self) -> dict:
-        out = OrderedDict()
-        for name, m in self._modules.items():
-            out.update(m.state_dict(prefix=f"{name}."))
-        return out
     def explain_retrace(self) -> RetraceLog:
         """Every compile so far, each with why it happened (the first call, a loaded file, or
         what changed in the cache key: `input 0 (x) shape at dim 0: 8 -> 16`, `train/eval
@@ -201,6 +192,15 @@ class _BuildOrLoad:
         load_graph(self, path)
         return self
 
+    @property
+    def training(self) -> bool:
+        return bool(self._optimizers) or any(m.training for m in self._modules.values())
+
+    def state_dict(self) -> dict:
+        out = OrderedDict()
+        for name, m in self._modules.items():
+            out.update(m.state_dict(prefix=f"{name}."))
+        return out
 
     def load_state_dict(self, state_dict: dict, strict: bool = True):
         missing, unexpected = [], list(state_dict)
