@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 import dualflow as flow
 from dualflow.eager.engine import add_arrays
-from dualflow.graph import Trace, TracedTensor, compile_graph, signature
+from dualflow.graph import Trace, TracedTensor, autograph, compile_graph, signature
 from dualflow.graph.trace import scope_names
 from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
@@ -26,6 +26,7 @@ from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, read_state
+from .graph_data_parallel import arm_data_parallel
 from .graph_mode import module_tree, retrace_reason
 from .graph_save import load_graph, save_graph
 from .module import Module
@@ -50,6 +51,7 @@ class GraphConfig:
         self.amp_dtype = None
         self.grad_scaler = None
         self._checkpointed: list = []
+        self.data_parallel_bucket_cap_mb = None
 
     def set_gradient_accumulation_steps(self, steps: int) -> None:
         if not isinstance(steps, int) or steps < 1:
@@ -65,6 +67,13 @@ class GraphConfig:
 
     def enable_pass(self, name: str) -> None:
         self.disabled_passes = self.disabled_passes - {name}
+
+    def data_parallel(self, enabled: bool = True, bucket_cap_mb: float = 25) -> None:
+        """Average gradients over the MPI ranks in the graph, as DistributedDataParallel does
+        (`nn/graph_data_parallel.py`); rank 0's parameters are broadcast on the first call."""
+        if bucket_cap_mb <= 0:
+            raise ValueError(f"data_parallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
+        self.data_parallel_bucket_cap_mb = bucket_cap_mb if enabled else None
 
     def activation_checkpointing(self, module, enabled: bool = True) -> None:
         """Recompute `module`'s forward in the backward instead of keeping its activations."""
@@ -319,7 +328,8 @@ class Graph:
         """One call's work, identical when run eagerly or traced."""
         n = self.config.gradient_accumulation_steps
         if n == 1:
-            out = self.build(*args)
+            arm_data_parallel(self)
+            out = autograph.call(self.build, *args)
         else:
             out = self._accumulate(args, n)
         for opt, _ in self._optimizers:
@@ -337,7 +347,8 @@ class Graph:
         outs = []
         for i in range(n):
             micro = [a[i * m:(i + 1) * m] if isinstance(a, Tensor) else a for a in args]
-            outs.append(self.build(*micro))
+            arm_data_parallel(self)
+            outs.append(autograph.call(self.build, *micro))
         with flow.no_grad():
             for p in self._parameters():
                 if p.grad is not None:

@@ -34,12 +34,13 @@ from .reduce_op import ReduceOp
 
 
 class _Bucket:
-    def __init__(self, params: list, xp, world: int = 1):
+    def __init__(self, params: list, xp, world: int | None = None):
         self.params = params
         self.offsets = np.cumsum([0] + [p.numel() for p in params]).tolist()
-        self.padded = -(-self.offsets[-1] // world) * world   # blocks of equal size per rank
+        blocks = world or 1   # ZeRO: `world` blocks of equal size, one per rank
+        self.padded = -(-self.offsets[-1] // blocks) * blocks
         self.flat = xp.zeros(self.padded, dtype=params[0]._data.dtype)
-        self.shard = xp.zeros(self.padded // world, dtype=self.flat.dtype) if world > 1 else None
+        self.shard = xp.zeros(self.padded // blocks, dtype=self.flat.dtype) if world else None
         self.pending = len(params)
         self.work = None
         self.grads: list = [None] * len(params)   # traced gradients (while tracing)
@@ -50,13 +51,19 @@ class _Bucket:
 
     def traced_flat(self) -> Tensor:
         """The traced gradients as one flat (padded) tensor: ops, so they become graph nodes."""
-        pieces = [g.reshape(-1) if g is not None else zeros(p.numel(), dtype=p.dtype,
-                                                             device=p.device)
-                  for g, p in zip(self.grads, self.params)]
-        pad = self.padded - self.offsets[-1]
-        if pad:
-            pieces.append(zeros(pad, dtype=self.params[0].dtype, device=self.params[0].device))
-        return cat(pieces) if len(pieces) > 1 else pieces[0]
+        return flat_of(self.grads, self.params, self.padded)
+
+
+def flat_of(tensors: list, params: list, padded: int) -> Tensor:
+    """`tensors` (one per parameter, None for zeros) flattened and concatenated, zero-padded to
+    `padded` elements; written with ops, so it runs eagerly and traces into graphs alike."""
+    pieces = [t.reshape(-1) if t is not None else zeros(p.numel(), dtype=p.dtype,
+                                                        device=p.device)
+              for t, p in zip(tensors, params)]
+    pad = padded - sum(p.numel() for p in params)
+    if pad:
+        pieces.append(zeros(pad, dtype=params[0].dtype, device=params[0].device))
+    return cat(pieces) if len(pieces) > 1 else pieces[0]
 
 
 def assign_buckets(params: list, cap_bytes: int) -> list[list]:
@@ -81,7 +88,7 @@ class Reducer:
         self.params = params
         self.find_unused = find_unused_parameters
         self.layout = assign_buckets(params, int(bucket_cap_mb * 1024 * 1024))
-        self.world = 1             # > 1: reduce-scatter for ZeRO (shard_gradients)
+        self.world = None          # ZeRO's world size: reduce-scatter instead (shard_gradients)
         self._make_buckets()
         hook = _weak_hook(self)
         self.hooks = [p.register_post_accumulate_grad_hook(hook) for p in params]
@@ -194,12 +201,12 @@ class Reducer:
         if self.traced:
             with no_grad():
                 flat = b.traced_flat()
-                if self.world > 1:
+                if self.world:
                     b.traced = (graph_ops.reduce_scatter_start(flat, op="avg", world=self.world),
                                 flat)
                 else:
                     b.traced = (graph_ops.all_reduce_start(flat, op="avg"),)
-        elif self.world > 1:
+        elif self.world:
             b.work = reduce_scatter_tensor(Tensor._wrap(b.shard), Tensor._wrap(b.flat),
                                            ReduceOp.AVG, async_op=True)
         else:
@@ -213,14 +220,14 @@ class Reducer:
             for b in self.buckets:
                 done = graph_ops.collective_wait(*b.traced)
                 b.traced = done
-                if self.world > 1:
+                if self.world:
                     continue
                 for i, p in enumerate(b.params):
                     p.grad = done[b.offsets[i]:b.offsets[i + 1]].reshape(p.shape)
 
     def _finish(self) -> None:
         self.active = False
-        if self.world > 1:
+        if self.world:
             for b in self.buckets:
                 b.work.wait()
             return
@@ -247,6 +254,18 @@ class Reducer:
         _live.pop(id(self), None)
         for h in self.hooks:
             h.remove()
+
+
+def broadcast_now(tensors: list, src: int) -> None:
+    """Every rank's `tensors` become rank `src`'s, at once, even while a graph is being traced
+    (set-up, not a step of the graph)."""
+    from .collectives import staged
+    from .process_group import backend
+    comm = backend("broadcast")
+    works = [staged(comm, [t._data], lambda a: comm.broadcast(a, src)) for t in tensors]
+    for t, work in zip(tensors, works):
+        work.wait()
+        t._version[0] += 1
 
 
 _live: dict = {}   # id(reducer) -> weakref, to find the reducer of a ZeRO optimizer's params

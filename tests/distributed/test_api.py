@@ -1,4 +1,5 @@
 """flow.distributed without a launcher: what is refused before a process group exists."""
+import numpy as np
 import pytest
 
 import dualflow as flow
@@ -30,11 +31,18 @@ def test_reduce_ops_and_public_names():
     from dualflow.utils.data import DistributedSampler  # noqa: F401
 
 
-def test_zero_partition_balances_bytes():
-    from dualflow.distributed.optim.zero import partition
-    owners = partition([100, 60, 50, 10, 5], 2)
-    loads = [sum(s for s, o in zip([100, 60, 50, 10, 5], owners) if o == r) for r in range(2)]
-    assert owners[0] != owners[1] and max(loads) - min(loads) <= 10
+def test_zero_blocks_cut_the_flat_layout_equally_and_split_pieces_at_groups():
+    from dualflow.distributed.optim.zero import _Block
+    ps = [flow.arange(5.0), flow.arange(10.0, 13.0), flow.arange(20.0, 24.0)]
+    group_of = {id(ps[0]): 0, id(ps[1]): 0, id(ps[2]): 1}
+    blocks = [_Block(ps, 12, 3, r, group_of) for r in range(3)]
+    assert [(b.lo, b.hi) for b in blocks] == [(0, 4), (4, 8), (8, 12)]
+    assert [[(pc.group, pc.spans) for pc in b.pieces] for b in blocks] == [
+        [(0, [(0, 0, 0, 4)])], [(0, [(0, 4, 0, 1), (1, 0, 1, 3)])], [(1, [(2, 0, 0, 4)])]]
+    joined = np.concatenate([pc.tensor.detach().numpy() for b in blocks for pc in b.pieces])
+    np.testing.assert_array_equal(joined, np.concatenate([p.numpy() for p in ps]))
+    padded = _Block(ps, 15, 3, 2, group_of)   # 12 elements in blocks of 5: 3 of padding
+    assert padded.block().detach().numpy().tolist() == [22.0, 23.0, 0.0, 0.0, 0.0]
 
 
 def test_buckets_follow_reverse_order_dtype_and_cap():

@@ -41,10 +41,13 @@ def main():
     dist.save_checkpoint(path, model, opt, step=5)
     train(model, opt, range(5, 10))
     if mode == "zero":   # each rank holds its shard of Adam's state; together, all of it
-        held = flow.tensor([opt.state_bytes()], dtype=flow.int64)
+        pieces = sum(len(g["params"]) for g in opt.optim.param_groups)   # a step count each
+        held = flow.tensor([opt.state_bytes(), pieces], dtype=flow.int64)
         dist.all_reduce(held)
-        whole = sum(2 * p.numel() * 8 + 8 for p in model.parameters())   # exp_avg(_sq), step
-        assert held.item() == whole and opt.state_bytes() < whole, (opt.state_bytes(), whole)
+        whole = sum(2 * p.numel() * 8 for p in model.parameters())   # exp_avg(_sq)
+        assert held[0].item() == whole + 8 * held[1].item(), (held, whole)
+        assert opt.state_bytes() < whole and opt.memory_report()["optimizer_state"] == \
+            opt.state_bytes(), opt.memory_report()
     fresh, fresh_opt = build(mode == "zero")
     extra = dist.load_checkpoint(path, fresh, fresh_opt)
     train(fresh, fresh_opt, range(extra["step"], 10))
