@@ -46,7 +46,8 @@ def explain_change(old: tuple, new: tuple, extra_names: tuple, leaf_names: tuple
     for i, (a, b) in enumerate(zip(old_leaves, new_leaves)):
         name = leaf_names[i] if i < len(leaf_names) else ""
         for fact, x, y in zip(_LEAF_FACTS, a, b):
-            if x != y and not (fact == "layout" and a[0] != b[0]):   # strides follow the shape
+            # (byte strides follow the shape and the dtype: a layout change only on its own)
+            if x != y and not (fact == "layout" and (a[0], a[2]) != (b[0], b[2])):
                 out += describe_leaf_change(i, name, fact, x, y)
     names = tuple(extra_names) + ("grad mode", "autocast")
     out += [name for name, x, y in zip(names, old[-tail:], new[-tail:]) if x != y]

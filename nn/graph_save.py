@@ -43,6 +43,15 @@ def _portable_key(enc: Encoder, key: tuple) -> dict:
             "grad": key[-2], "autocast": enc.value(key[-1], "autocast state")}
 
 
+def _by_entry(cache) -> list:
+    """(entry, its keys) for each distinct compiled entry of a cache: an entry compiled with
+    symbolic sizes sits under one key per size it served."""
+    groups: dict = {}
+    for key, entry in cache.items():
+        groups.setdefault(id(entry), (entry, []))[1].append(key)
+    return list(groups.values())
+
+
 def _live_key(dec: Decoder, saved_key: dict, middle: tuple) -> tuple:
     """A cache key from its saved portable parts and the front end's live items `middle`."""
     k = {name: dec.value(v) for name, v in saved_key.items()}
@@ -174,12 +183,12 @@ def save_graph(g, path) -> None:
     enc = Encoder()
     names = {id(t): n for n, t in _graph_tensors(g).items()}
     entries = []
-    for key, entry in items:
+    for entry, keys in _by_entry(g._cache):
         if entry.effects:
             raise SerializeError(f"{name}.save: the compiled build assigns module attributes "
                                  "or changes its arguments in place, which a file cannot "
                                  "replay yet")
-        entries.append({"key": _portable_key(enc, key),
+        entries.append({"keys": [_portable_key(enc, k) for k in keys],
                         "graph": enc.graph(entry.exe.graph), "tree": enc.value(entry.tree,
                                                                                "build() output"),
                         "n_user": entry.n_user, "n_out": entry.n_out,
@@ -242,10 +251,11 @@ def load_graph(g, path) -> None:
         entry = _TrainEntry(exe, dec.value(rec["tree"]), rec["n_user"], rec["n_out"],
                             [live[p] for p in rec["grad_params"]], bindings,
                             dict(rec["report"], loaded_from=str(path)), None)
-        key = _live_key(dec, rec["key"], (g.config.version, versions,
-                                          tuple(w.key for w in walks)))
-        entry.walks, entry.key = walks, key
-        g._cache.adopt(key, entry, f"loaded from {path}")
+        for saved_key in rec["keys"]:
+            key = _live_key(dec, saved_key, (g.config.version, versions,
+                                             tuple(w.key for w in walks)))
+            entry.walks, entry.key = walks, key
+            g._cache.adopt(key, entry, f"loaded from {path}")
     g._warmed = g._warmed or bool(structure["warmed"])
     g._last = g._cache.newest
 
@@ -267,11 +277,11 @@ def save_module(module, path, optimizer=None) -> None:
     enc = Encoder()
     names = {id(t): n for n, t in _named_tensors(module).items()}
     records = []
-    for key, entry in cache.items():
+    for entry, keys in _by_entry(cache):
         if entry.effects:
             raise SerializeError(f"flow.graph.save: {name}.forward assigns module attributes or "
                                  "changes its arguments in place, which a file cannot replay yet")
-        rec = {"key": _portable_key(enc, key), "middle": enc.value(key[-5:-3], "cache key"),
+        rec = {"keys": [[_portable_key(enc, k), enc.value(k[-5:-3], "cache key")] for k in keys],
                "tree": enc.value(entry.tree, f"{name}.forward() output"), "n_user": entry.n_user}
         if isinstance(entry, JointEntry):
             rec.update(kind="joint", fwd=enc.graph(entry.fwd.graph), bwd=enc.graph(entry.bwd.graph),
@@ -331,9 +341,10 @@ def load_module(module, path, optimizer=None) -> None:
                                list(rec["have"]), name, None)
         else:
             entry = ForwardEntry(fwd, tree, rec["n_user"], None)
-        key = _live_key(dec, rec["key"], dec.value(rec["middle"]) + (walk.key,))
-        entry.walks, entry.key = [walk], key
-        cache.adopt(key, entry, f"loaded from {path}")
+        for saved_key, middle in rec["keys"]:
+            key = _live_key(dec, saved_key, dec.value(middle) + (walk.key,))
+            entry.walks, entry.key = [walk], key
+            cache.adopt(key, entry, f"loaded from {path}")
 
 
 saved.register_module_io(save_module, load_module)
