@@ -1,9 +1,12 @@
 """Recurrent layers (RNN, LSTM, GRU) and their single-step cells.
 
-The classic dynamic graph: the input projection of every time step is one matmul, then a Python
-loop runs the recurrence step by step, and autograd records whatever ran. Parameter names, shapes,
-gate order (LSTM: i, f, g, o; GRU: r, z, n) and initialisation follow PyTorch, so state dicts
-move between the two unchanged.
+Each layer and direction is one sequence op (`dualflow.ops.rnn`: the input projection of every
+step as one GEMM, the recurrence and its backward through time in one kernel each), so autograd
+records one entry per layer, graph mode traces one node and ONNX export writes one LSTM / GRU /
+RNN node with the sequence length free. A cell is the same op over a sequence of one step. Only
+an LSTM with `proj_size` runs the step-by-step composite below. Parameter names, shapes, gate order
+(LSTM: i, f, g, o; GRU: r, z, n) and initialisation follow PyTorch, so state dicts move between
+the two unchanged.
 """
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import warnings
 
 import dualflow as flow
 from dualflow.creation import empty
+from dualflow.grad_mode import is_grad_enabled
 from dualflow.nn import functional as F
+from dualflow.ops import rnn as rnn_ops
 
 from .. import init
 from ..module import Module
@@ -22,42 +27,36 @@ from ..parameter import Parameter
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-# ---- one time step: (input projection, state, recurrent weights) -> new state --------------------
-def _rnn_step(activation):
-    def step(x_proj, state, w_hh, b_hh, w_hr=None):
-        (h,) = state
-        return (activation(x_proj + F.linear(h, w_hh, b_hh)),)
-    return step
+def _layer_op(mode: str, inputs: tuple, reverse: bool) -> tuple:
+    """One layer, one direction: the sequence op of `mode` on (x, states..., weights...) ->
+    (y, final states...). The training form (which keeps the gates for backward) only when a
+    gradient will be asked for."""
+    training = is_grad_enabled() and any(t.requires_grad for t in inputs)
+    if mode == "LSTM":
+        op = rnn_ops.lstm_layer_train if training else rnn_ops.lstm_layer
+    elif mode == "GRU":
+        op = rnn_ops.gru_layer_train if training else rnn_ops.gru_layer
+    else:
+        nonlinearity = "tanh" if mode == "RNN_TANH" else "relu"
+        return rnn_ops.rnn_layer(*inputs, reverse=reverse, nonlinearity=nonlinearity)
+    outs = op(*inputs, reverse=reverse)
+    return outs[:3] if mode == "LSTM" else outs[:2]
 
 
-def _lstm_step(x_proj, state, w_hh, b_hh, w_hr=None):
+# ---- an LSTM with projections (proj_size): one step at a time, as a composite ----------------------
+def _lstm_proj_step(x_proj, state, w_hh, b_hh, w_hr):
     h, c = state
     i, f, g, o = (x_proj + F.linear(h, w_hh, b_hh)).chunk(4, -1)
     c = flow.sigmoid(f) * c + flow.sigmoid(i) * flow.tanh(g)
-    h = flow.sigmoid(o) * flow.tanh(c)
-    return (h if w_hr is None else F.linear(h, w_hr), c)
+    return F.linear(flow.sigmoid(o) * flow.tanh(c), w_hr), c
 
 
-def _gru_step(x_proj, state, w_hh, b_hh, w_hr=None):
-    (h,) = state
-    r_x, z_x, n_x = x_proj.chunk(3, -1)
-    r_h, z_h, n_h = F.linear(h, w_hh, b_hh).chunk(3, -1)
-    r = flow.sigmoid(r_x + r_h)
-    z = flow.sigmoid(z_x + z_h)
-    n = flow.tanh(n_x + r * n_h)
-    return ((1 - z) * n + z * h,)
-
-
-_STEPS = {"RNN_TANH": _rnn_step(flow.tanh), "RNN_RELU": _rnn_step(flow.relu),
-          "LSTM": _lstm_step, "GRU": _gru_step}
-
-
-def _run_direction(step, x, state, w_ih, w_hh, b_ih, b_hh, w_hr, reverse: bool):
-    """One layer, one direction over a (L, N, H_in) sequence: ((L, N, H_out), final state)."""
+def _run_projected(x, state, w_ih, w_hh, b_ih, b_hh, w_hr, reverse: bool):
+    """One layer, one direction over a (L, N, H_in) sequence: ((L, N, proj_size), final state)."""
     x_proj = F.linear(x, w_ih, b_ih)
     outputs = [None] * x.shape[0]
     for t in (reversed(range(x.shape[0])) if reverse else range(x.shape[0])):
-        state = step(x_proj[t], state, w_hh, b_hh, w_hr)
+        state = _lstm_proj_step(x_proj[t], state, w_hh, b_hh, w_hr)
         outputs[t] = state[0]
     return flow.stack(outputs, 0), state
 
@@ -141,6 +140,15 @@ class RNNBase(Module):
         return (get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"),
                 get("weight_hr"))
 
+    def _run_layer(self, x, states: tuple, layer: int, direction: int) -> tuple:
+        """(y, final states...) of one layer in one direction."""
+        w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+        if w_hr is not None:
+            y, final = _run_projected(x, states, w_ih, w_hh, b_ih, b_hh, w_hr, bool(direction))
+            return (y, *final)
+        biases = () if b_ih is None else (b_ih, b_hh)
+        return _layer_op(self.mode, (x, *states, w_ih, w_hh, *biases), bool(direction))
+
     def _initial_state(self, hx, input, batch: int) -> list:
         """The initial states as a list of (num_layers * directions, N, size) tensors."""
         count = self.num_layers * self._directions
@@ -175,16 +183,14 @@ class RNNBase(Module):
             raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
         states = self._initial_state(hx, input, input.shape[1])
-        step = _STEPS[self.mode]
         finals = []
         layer_input = input
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(self._directions):
                 index = layer * self._directions + direction
-                out, final = _run_direction(step, layer_input, tuple(s[index] for s in states),
-                                            *self._weights(layer, direction),
-                                            reverse=bool(direction))
+                out, *final = self._run_layer(layer_input, tuple(s[index] for s in states),
+                                              layer, direction)
                 outputs.append(out)
                 finals.append(final)
             layer_input = outputs[0] if len(outputs) == 1 else flow.cat(outputs, -1)
@@ -292,8 +298,9 @@ class RNNCellBase(Module):
             state = tuple(hx) if count == 2 else (hx,)
             if not batched:
                 state = tuple(s.unsqueeze(0) for s in state)
-        state = _STEPS[self.mode](F.linear(input, self.weight_ih, self.bias_ih), state,
-                                  self.weight_hh, self.bias_hh)
+        biases = () if self.bias_ih is None else (self.bias_ih, self.bias_hh)
+        state = _layer_op(self.mode, (input.unsqueeze(0), *state, self.weight_ih,
+                                      self.weight_hh, *biases), False)[1:]
         if not batched:
             state = tuple(s.squeeze(0) for s in state)
         return state if count == 2 else state[0]

@@ -1,0 +1,303 @@
+"""The math of one recurrent layer (one direction), forward and backward through time, written
+once over a small set of primitives so that it runs on arrays inside the kernels of
+`ops/rnn.py` (`ArrayMath`: NumPy or CuPy, one recorded op per layer) and on tensors
+(`TensorMath`: dualflow ops, which autograd differentiates: the backward ops' own VJP).
+
+Gate orders are PyTorch's: LSTM i, f, g, o; GRU r, z, n. Shapes: x (T, B, I), states (B, H),
+w_ih (G·H, I), w_hh (G·H, H), outputs y (T, B, H). `reverse` runs the sequence from its end.
+What a training forward keeps for backward ("saved", per step, along the last axis):
+LSTM the activated gates and the cell (i, f, g, o, c); GRU (r, z, n, h W_hn + b_hn).
+A gradient argument that is None received no gradient (it counts as zeros).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .activation import relu, sigmoid
+from .join import cat, stack
+
+
+class ArrayMath:
+    """The primitives on NumPy/CuPy arrays."""
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    def dot(self, a, b):
+        return self.xp.dot(a, b)
+
+    def dot_t(self, a, b):
+        """a @ bᵀ"""
+        return self.xp.dot(a, b.T)
+
+    def t_dot(self, a, b):
+        """aᵀ @ b"""
+        return self.xp.dot(a.T, b)
+
+    def sigmoid(self, x):
+        out = self.xp.negative(x)
+        with np.errstate(over="ignore"):  # exp(-x) = inf for very negative x gives the right 0
+            self.xp.exp(out, out=out)
+        out += 1
+        return self.xp.reciprocal(out, out=out)
+
+    def tanh(self, x):
+        return self.xp.tanh(x)
+
+    def relu(self, x):
+        return self.xp.maximum(x, 0)
+
+    def positive(self, x):
+        return (x > 0).astype(x.dtype)
+
+    def lstm_act(self, pre, H: int):
+        """sigmoid of the i, f, o gates and tanh of g, side by side as in `pre`."""
+        act = self.sigmoid(pre)
+        self.xp.tanh(pre[:, 2 * H:3 * H], out=act[:, 2 * H:3 * H])
+        return act
+
+    def cat(self, parts, axis: int):
+        return self.xp.concatenate(parts, axis)
+
+    def stack(self, parts):
+        return self.xp.stack(parts)
+
+    def flat(self, a):
+        return a.reshape(-1, a.shape[-1])
+
+    def sum0(self, a):
+        return a.sum(0)
+
+    def zeros_like(self, a):
+        return self.xp.zeros_like(a)
+
+    def fresh(self, a):
+        """A copy where two outputs must not share memory (b_ih's and b_hh's gradients)."""
+        return a.copy()
+
+
+class TensorMath:
+    """The primitives as dualflow ops (differentiable)."""
+
+    @staticmethod
+    def dot(a, b):
+        return a @ b
+
+    @staticmethod
+    def dot_t(a, b):
+        return a @ b.t()
+
+    @staticmethod
+    def t_dot(a, b):
+        return a.t() @ b
+
+    @staticmethod
+    def sigmoid(x):
+        return sigmoid(x)
+
+    @staticmethod
+    def tanh(x):
+        return x.tanh()
+
+    @staticmethod
+    def relu(x):
+        return relu(x)
+
+    @staticmethod
+    def positive(x):
+        return (x > 0).to(x.dtype)
+
+    def lstm_act(self, pre, H: int):
+        return self.cat([self.sigmoid(pre[:, :2 * H]), self.tanh(pre[:, 2 * H:3 * H]),
+                         self.sigmoid(pre[:, 3 * H:])], 1)
+
+    @staticmethod
+    def cat(parts, axis: int):
+        return cat(parts, axis)
+
+    @staticmethod
+    def stack(parts):
+        return stack(parts)
+
+    @staticmethod
+    def flat(a):
+        return a.reshape(-1, a.shape[-1])
+
+    @staticmethod
+    def sum0(a):
+        return a.sum(0)
+
+    @staticmethod
+    def zeros_like(a):
+        from ..creation import zeros_like
+        return zeros_like(a)
+
+    @staticmethod
+    def fresh(a):
+        return a
+
+
+# ---- helpers shared by the cells -----------------------------------------------------------------
+def _steps(T: int, reverse: bool, backward: bool = False) -> range:
+    """The time steps in the order the forward runs them (or the backward, its opposite)."""
+    order = range(T - 1, -1, -1) if reverse else range(T)
+    return order[::-1] if backward else order
+
+
+def _prev(seq, first, t: int, reverse: bool):
+    """The state before step t: seq at the step run just before it, or `first`."""
+    p = t + 1 if reverse else t - 1
+    return seq[p] if 0 <= p < len(seq) else first
+
+
+def _prev_all(m, y, h0, reverse: bool):
+    """The state before every step, (T, B, H): y shifted by one, h0 entering."""
+    first = m.stack([h0])
+    return m.cat([y[1:], first] if reverse else [first, y[:-1]], 0)
+
+
+def _project(m, x, w, bias):
+    """x (T, B, I) @ wᵀ (+ bias): the input projection of every step, one GEMM."""
+    p = m.dot_t(m.flat(x), w)
+    if bias is not None:
+        p = p + bias
+    return p.reshape(x.shape[0], x.shape[1], w.shape[0])
+
+
+def _piece(a, k: int, H: int):
+    return a[:, k * H:(k + 1) * H]
+
+
+def _input_grads(m, dgates, x, w_ih, prev, dgates_h=None):
+    """The gradients every step shares, from the gate gradients of all steps (one GEMM each):
+    x, w_ih, w_hh (from `dgates_h`, default the same gates), and the two biases' sums."""
+    d = m.flat(dgates)
+    dh = d if dgates_h is None else m.flat(dgates_h)
+    gx = m.dot(d, w_ih).reshape(x.shape)
+    return gx, m.t_dot(d, m.flat(x)), m.t_dot(dh, m.flat(prev)), m.sum0(d), m.sum0(dh)
+
+
+# ---- the cells: forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse, save, **attrs) -> (y,
+# final states..., saved or None); backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse,
+# **attrs) with grads = (gy, one per final state, gsaved if the cell saves) -> (gx, one per state,
+# gw_ih, gw_hh, gb_ih, gb_hh) ---------------------------------------------------------------------
+def _bias(b_ih, b_hh):
+    return None if b_ih is None else b_ih + b_hh
+
+
+def lstm_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool):
+    (h, c), T, H = states, x.shape[0], states[0].shape[-1]
+    xw = _project(m, x, w_ih, _bias(b_ih, b_hh))
+    ys, saved = [None] * T, [None] * T
+    for t in _steps(T, reverse):
+        act = m.lstm_act(xw[t] + m.dot_t(h, w_hh), H)
+        i, f, g, o = (_piece(act, k, H) for k in range(4))
+        c = f * c + i * g
+        h = o * m.tanh(c)
+        ys[t] = h
+        if save:
+            saved[t] = m.cat([act, c], 1)
+    return m.stack(ys), h, c, (m.stack(saved) if save else None)
+
+
+def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
+    (gy, dh, dc, gsaved), (h0, c0) = grads, states
+    T, H = x.shape[0], h0.shape[-1]
+    dh = m.zeros_like(h0) if dh is None else dh
+    dc = m.zeros_like(c0) if dc is None else dc
+    dgates = [None] * T
+    for t in _steps(T, reverse, backward=True):
+        i, f, g, o, c = (_piece(saved[t], k, H) for k in range(5))
+        prev = _prev(saved, None, t, reverse)
+        c_prev = c0 if prev is None else _piece(prev, 4, H)
+        gs = None if gsaved is None else gsaved[t]
+        if gy is not None:
+            dh = dh + gy[t]
+        tc = m.tanh(c)
+        dc = dc + dh * o * (1 - tc * tc)
+        if gs is not None:
+            dc = dc + _piece(gs, 4, H)
+        di, df, dg, do = dc * g, dc * c_prev, dc * i, dh * tc
+        if gs is not None:
+            di, df, dg, do = (d + _piece(gs, k, H) for k, d in enumerate((di, df, dg, do)))
+        dpre = m.cat([di * i * (1 - i), df * f * (1 - f), dg * (1 - g * g), do * o * (1 - o)], 1)
+        dgates[t] = dpre
+        dc = dc * f
+        dh = m.dot(dpre, w_hh)
+    gx, gw_ih, gw_hh, gb, _ = _input_grads(m, m.stack(dgates), x, w_ih,
+                                           _prev_all(m, y, h0, reverse))
+    return gx, dh, dc, gw_ih, gw_hh, gb, m.fresh(gb)
+
+
+def gru_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool):
+    (h,), T, H = states, x.shape[0], states[0].shape[-1]
+    xw = _project(m, x, w_ih, b_ih)
+    ys, saved = [None] * T, [None] * T
+    for t in _steps(T, reverse):
+        hw = m.dot_t(h, w_hh)
+        if b_hh is not None:
+            hw = hw + b_hh
+        rz = m.sigmoid(xw[t][:, :2 * H] + hw[:, :2 * H])
+        hn = hw[:, 2 * H:]
+        n = m.tanh(xw[t][:, 2 * H:] + rz[:, :H] * hn)
+        h = n + rz[:, H:] * (h - n)
+        ys[t] = h
+        if save:
+            saved[t] = m.cat([rz, n, hn], 1)
+    return m.stack(ys), h, (m.stack(saved) if save else None)
+
+
+def gru_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
+    (gy, dh, gsaved), (h0,) = grads, states
+    T, H = x.shape[0], h0.shape[-1]
+    dh = m.zeros_like(h0) if dh is None else dh
+    dx_gates, dh_gates = [None] * T, [None] * T
+    for t in _steps(T, reverse, backward=True):
+        r, z, n, hn = (_piece(saved[t], k, H) for k in range(4))
+        h_prev = _prev(y, h0, t, reverse)
+        gs = None if gsaved is None else gsaved[t]
+        if gy is not None:
+            dh = dh + gy[t]
+        dz, dn = dh * (h_prev - n), dh * (1 - z)
+        if gs is not None:
+            dz, dn = dz + _piece(gs, 1, H), dn + _piece(gs, 2, H)
+        dn_pre = dn * (1 - n * n)
+        dr, dhn = dn_pre * hn, dn_pre * r
+        if gs is not None:
+            dr, dhn = dr + _piece(gs, 0, H), dhn + _piece(gs, 3, H)
+        drz = m.cat([dr * r * (1 - r), dz * z * (1 - z)], 1)
+        dx_gates[t] = m.cat([drz, dn_pre], 1)
+        dh_gates[t] = m.cat([drz, dhn], 1)
+        dh = dh * z + m.dot(dh_gates[t], w_hh)
+    gx, gw_ih, gw_hh, gb_ih, gb_hh = _input_grads(
+        m, m.stack(dx_gates), x, w_ih, _prev_all(m, y, h0, reverse), m.stack(dh_gates))
+    return gx, dh, gw_ih, gw_hh, gb_ih, gb_hh
+
+
+def rnn_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool,
+                nonlinearity: str):
+    """Elman RNN, tanh or relu; nothing to save (backward reads the activation off y)."""
+    act = m.tanh if nonlinearity == "tanh" else m.relu
+    (h,), T = states, x.shape[0]
+    xw = _project(m, x, w_ih, _bias(b_ih, b_hh))
+    ys = [None] * T
+    for t in _steps(T, reverse):
+        h = act(xw[t] + m.dot_t(h, w_hh))
+        ys[t] = h
+    return m.stack(ys), h, None
+
+
+def rnn_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool, nonlinearity: str):
+    (gy, dh), (h0,), T = grads, states, x.shape[0]
+    dh = m.zeros_like(h0) if dh is None else dh
+    dgates = [None] * T
+    for t in _steps(T, reverse, backward=True):
+        if gy is not None:
+            dh = dh + gy[t]
+        h = y[t]
+        dpre = dh * (1 - h * h) if nonlinearity == "tanh" else dh * m.positive(h)
+        dgates[t] = dpre
+        dh = m.dot(dpre, w_hh)
+    gx, gw_ih, gw_hh, gb, _ = _input_grads(m, m.stack(dgates), x, w_ih,
+                                           _prev_all(m, y, h0, reverse))
+    return gx, dh, gw_ih, gw_hh, gb, m.fresh(gb)
