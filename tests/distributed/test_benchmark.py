@@ -11,10 +11,11 @@ REPO = Path(__file__).parents[2]
 
 
 @pytest.mark.slow
-def test_benchmark_reports_every_rank_count():
+@pytest.mark.parametrize("runner", ["eager", "graph"])
+def test_benchmark_reports_every_rank_count(runner):
     mpiexec()   # skips without mpi4py
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "distributed.py"),
-                           "--workload", "mlp_small", "--steps", "2"],
+                           "--workload", "mlp_small", "--steps", "2", "--runner", runner],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[2:]]

@@ -49,6 +49,22 @@ def test_under_set_mode_graph_the_wrapped_module_compiles_and_agrees(dtype, mode
     assert_ok(2, "parity.py", dtype, mode, "GRAPH")
 
 
+@pytest.mark.parametrize("n,dtype,mode,runner", [
+    (2, "float64", "ddp", "NNGRAPH"), (2, "float32", "zero", "NNGRAPH"),
+    (2, "float32", "no_sync", "DATA_PARALLEL"), (1, "float32", "zero", "NNGRAPH"),
+    *[pytest.param(n, d, m, r, marks=slow) for n in (1, 2, 4) for d in ("float32", "float64")
+      for m in ("ddp", "no_sync", "zero") for r in ("NNGRAPH", "DATA_PARALLEL", "GRAPH")
+      if (n, d, m, r) not in {(2, "float64", "ddp", "NNGRAPH"), (2, "float32", "zero", "NNGRAPH"),
+                              (2, "float32", "no_sync", "DATA_PARALLEL"),
+                              (1, "float32", "zero", "NNGRAPH"), (2, "float32", "ddp", "GRAPH")}]])
+def test_20_steps_in_a_compiled_step_equal_single_process_training(n, dtype, mode, runner):
+    """nn.Graph over the DDP model, nn.Graph with config.data_parallel() over the plain model,
+    or set_mode(GRAPH): the script also checks that the compiled step holds the bucket
+    collectives as nodes (nn.Graph)."""
+    out = assert_ok(n, "parity.py", dtype, mode, runner)
+    assert "max relative difference" in out, out
+
+
 @pytest.mark.parametrize("mode", ["plain", "zero"])
 def test_resuming_from_a_rank0_checkpoint_continues_identically(tmp_path, mode):
     assert "resumed identically" in assert_ok(2, "resume.py", str(tmp_path), mode)
@@ -58,12 +74,12 @@ def test_overlap_find_unused_parameters_and_refusals():
     assert "ddp behaviour ok" in assert_ok(2, "ddp_behaviour.py")
 
 
-@pytest.mark.parametrize("how", ["raise", "exit"])
+@pytest.mark.parametrize("how", ["raise", "exit", "train"])
 def test_a_failing_rank_ends_every_rank_with_an_error(how):
     code, out, seconds = run_mpi(2, "rank_fails.py", how, timeout=60)
     assert code != 0, out
     assert seconds < 30, f"the job took {seconds:.0f} s to end"
-    if how == "raise":
+    if how != "exit":
         assert "rank 1 fails on purpose" in out and "aborting all ranks" in out
 
 

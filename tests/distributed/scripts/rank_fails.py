@@ -1,15 +1,37 @@
 """Run under `mpiexec -n N`: rank 1 fails while the others wait in a collective. The job must
 end with an error (every rank ended), not hang.
 
-    python rank_raises.py raise|exit     # an uncaught exception, or the process just dies"""
+    python rank_fails.py raise|exit|train   # an uncaught exception, the process just dies, or
+                                            # an exception in the 4th step of nn.Graph training"""
 import os
 import sys
 
 import dualflow as flow
 import dualflow.distributed as dist
 
+from dualflow import nn
+
 dist.init_process_group("mpi")
-if dist.get_rank() == 1:
+if sys.argv[1] == "train":   # rank 0 goes on into the next step's all-reduce nodes
+    model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
+    opt = flow.optim.SGD(model.parameters(), lr=0.1)
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            loss = self.model(x).square().mean()
+            loss.backward()
+            return loss
+    step = Step()
+    for i in range(20):
+        if i == 3 and dist.get_rank() == 1:
+            raise ValueError("rank 1 fails on purpose")
+        step(flow.ones(8, 4))
+elif dist.get_rank() == 1:
     if sys.argv[1] == "exit":
         os._exit(3)
     raise ValueError("rank 1 fails on purpose")
