@@ -45,11 +45,18 @@ class Region:
 
     # ---- what the op layer calls ------------------------------------------------------------
     def run(self, xp, arrays: list) -> list:
-        """The output arrays for input arrays (the list is consumed)."""
+        """The output arrays for input arrays. Each is an array of its own that the caller may
+        overwrite: an output that is an input, a constant or a view of one (a branch returning
+        its operand, a zero gradient) or read-only (a broadcast constant) is copied, since the
+        enclosing graph's memory planner may write into a result once it dies."""
         exe = self._compiled.get(xp)
         if exe is None:
             exe = self._compiled[xp] = _compile(self.graph, xp)
-        return exe(arrays)
+            exe.const_arrays = [v.ref for v in exe.graph.consts]
+        outs = exe(list(arrays))
+        guarded = list(arrays) + exe.const_arrays
+        return [xp.array(o, copy=True) if not _writeable(o) or any(
+            xp.may_share_memory(o, a) for a in guarded) else o for o in outs]
 
     def replay(self, tensors: list) -> list:
         """Run the region's nodes as ops on `tensors` (its inputs): eagerly, or into the graph
@@ -76,6 +83,11 @@ class Region:
         self.graph.add_input(_type_of(tensor), f"capture{len(self.keys)}")
         self.keys.append(key)
         self.captures.append(tensor)
+
+
+def _writeable(array) -> bool:
+    flags = getattr(array, "flags", None)
+    return getattr(flags, "writeable", True)
 
 
 def _type_of(t: Tensor) -> TensorType:

@@ -45,11 +45,9 @@ def _as_tuple(x) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def _owned(xp, outs, inputs) -> tuple:
-    """Results that may share memory with an input (a branch returning an operand) are copied:
-    the memory planner may reuse an input's buffer once it dies."""
-    return tuple(xp.array(o, copy=True) if any(xp.may_share_memory(o, a) for a in inputs) else o
-                 for o in outs)
+def _fresh(xp, carry: list, args) -> tuple:
+    """A loop that ran no step hands back its inputs: copies, as region outputs are."""
+    return tuple(xp.array(c, copy=True) if any(c is a for a in args) else c for c in carry)
 
 
 def _describe(types) -> str:
@@ -104,7 +102,7 @@ def _spread(grads, like: list) -> list:
 # ---- cond ----------------------------------------------------------------------------------------
 def _cond_kernel(xp, pred, *args, branches):
     region = branches[0] if bool(pred) else branches[1]
-    return _owned(xp, region.run(xp, list(args)), args)
+    return tuple(region.run(xp, args))
 
 
 def _cond_infer(pred, *args, branches):
@@ -168,19 +166,13 @@ def _show_tree(region) -> str:
 
 
 # ---- while_loop ----------------------------------------------------------------------------------
-def _loop(xp, args, cond_region, body, n: int, max_iters):
-    """Run the loop on arrays; returns (final carry, number of steps run)."""
-    carry, caps = list(args[:n]), list(args[n:])
-    steps = 0
-    while (max_iters is None or steps < max_iters) and bool(cond_region.run(xp, carry + caps)[0]):
-        carry = body.run(xp, carry + caps)
-        steps += 1
-    return carry, steps
-
-
 def _while_kernel(xp, *args, cond_fn, body_fn, n_carry, max_iters):
-    carry, _ = _loop(xp, args, cond_fn, body_fn, n_carry, max_iters)
-    return _owned(xp, carry, args)
+    carry, caps = list(args[:n_carry]), list(args[n_carry:])
+    steps = 0
+    while (max_iters is None or steps < max_iters) and bool(cond_fn.run(xp, carry + caps)[0]):
+        carry = body_fn.run(xp, carry + caps)
+        steps += 1
+    return _fresh(xp, carry, args)
 
 
 def _while_infer(*types, cond_fn, body_fn, n_carry, max_iters):
@@ -313,7 +305,7 @@ def _scan_kernel(xp, *args, body, n_carry, n_xs, dim, reverse, length):
         carry = outs[:n_carry]
         for y, o in zip(ys, outs[n_carry:]):
             y[at] = o
-    return _owned(xp, carry, args) + tuple(ys)
+    return _fresh(xp, carry, args) + tuple(ys)
 
 
 def _stacked(shape: tuple, dim: int, length: int) -> tuple:
