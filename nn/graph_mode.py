@@ -8,6 +8,7 @@ unchanged, compiled. Compiled graphs are cached per module and input signature.
 from __future__ import annotations
 
 from dualflow.eager import engine
+from dualflow.graph import autograph
 from dualflow.graph.call_flags import checkpoint_scopes, is_checkpointed
 from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.compiler import compile_graph
@@ -25,13 +26,22 @@ from .capture import Snapshot, StateCapture, guard_values, read_state, state_att
 from .module import tree_version
 
 
+def traced_call(module, args: tuple, kwargs: dict):
+    """A module call inside a trace: its `forward` with Python control flow on tensors
+    converted to structured ops (`graph/autograph.py`), between its hooks."""
+    forward = autograph.convert(module.forward)
+    if not (module._forward_pre_hooks or module._forward_hooks):
+        return forward(*args, **kwargs)
+    return module._hooked_call(forward, args, kwargs)
+
+
 def module_call(module, args: tuple, kwargs: dict):
     """Installed as `dualflow.nn.module._graph_call`."""
     tr = tracing()
     if tr is not None:  # a submodule inside a trace: just record its scope
         tr.scopes.append(tr.module_names.get(id(module), type(module).__name__))
         try:
-            return module._call_impl(*args, **kwargs)
+            return traced_call(module, args, kwargs)
         finally:
             tr.scopes.pop()
     walk = module_tree(module)
@@ -163,7 +173,7 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
         capture.swap_in(state)
         trace.tracer.scopes.append(root)
         try:
-            out = module._call_impl(*args, **kwargs)
+            out = traced_call(module, args, kwargs)
         finally:
             trace.tracer.scopes.pop()
         out_leaves, tree = flatten(out, f"{name}.forward() output")

@@ -140,6 +140,10 @@ class Module:
         """Forward pre-hooks, `forward`, forward hooks (the eager call)."""
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
+        return self._hooked_call(self.forward, args, kwargs)
+
+    def _hooked_call(self, forward, args: tuple, kwargs: dict):
+        """`forward` (this module's, or its converted form while tracing) between the hooks."""
         for hook, with_kwargs in list(self._forward_pre_hooks.values()):
             if with_kwargs:
                 result = hook(self, args, kwargs)
@@ -152,7 +156,7 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
+        output = forward(*args, **kwargs)
         for hook, with_kwargs in list(self._forward_hooks.values()):
             result = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
             if result is not None:
