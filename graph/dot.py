@@ -31,26 +31,7 @@ def to_dot(graph: Graph) -> str:
     lines = [f"digraph {_q(graph.name)} {{", "  rankdir=TB;",
              '  node [fontname="Helvetica" fontsize=10];', '  edge [fontsize=8 color="#6b7280"];']
     source: dict = {}   # value id -> DOT node that produces it
-    for v in graph.inputs:
-        lines.append(f"  v{v.id} [label={_q(f'{v.name or repr(v)}: {v.type}')} {_STYLE['input']}];")
-        source[v.id] = f"v{v.id}"
-    for v in graph.params:
-        lines.append(f"  v{v.id} [label={_q(f'{v.name or repr(v)}: {v.type}')} {_STYLE['param']}];")
-        source[v.id] = f"v{v.id}"
-    for v in graph.consts:
-        lines.append(f"  v{v.id} [label={_q(f'const {v.type}')} {_STYLE['const']}];")
-        source[v.id] = f"v{v.id}"
-    for i, n in enumerate(graph.nodes):
-        if is_fused(n):
-            lines += _cluster(i, n, source)
-        else:
-            style = _STYLE["op" if n.grad_enabled else "backward"]
-            label = f"{n.op.name}\\n{', '.join(str(o.type) for o in n.outputs)}"
-            lines.append(f"  n{i} [label=\"{label}\" tooltip={_q(n.where())} {style}];")
-            for v in n.inputs:
-                lines.append(f"  {source[v.id]} -> n{i};")
-            for o in n.outputs:
-                source[o.id] = f"n{i}"
+    _body(graph, "", lines, source)
     for k, v in enumerate(graph.outputs):
         lines.append(f"  out{k} [label={_q(f'output {k}: {v.type}')} {_STYLE['output']}];")
         lines.append(f"  {source[v.id]} -> out{k};")
@@ -62,31 +43,71 @@ def to_dot(graph: Graph) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cluster(i: int, node, source: dict) -> list:
+def _body(graph: Graph, prefix: str, lines: list, source: dict) -> None:
+    """The graph's values and nodes as DOT nodes named with `prefix` (a region's own names)."""
+    for v in graph.inputs:
+        lines.append(f"  {prefix}v{v.id} [label={_q(f'{v.name or repr(v)}: {v.type}')} "
+                     f"{_STYLE['input']}];")
+        source[v.id] = f"{prefix}v{v.id}"
+    for v in graph.params:
+        lines.append(f"  {prefix}v{v.id} [label={_q(f'{v.name or repr(v)}: {v.type}')} "
+                     f"{_STYLE['param']}];")
+        source[v.id] = f"{prefix}v{v.id}"
+    for v in graph.consts:
+        lines.append(f"  {prefix}v{v.id} [label={_q(f'const {v.type}')} {_STYLE['const']}];")
+        source[v.id] = f"{prefix}v{v.id}"
+    for i, n in enumerate(graph.nodes):
+        if is_fused(n):
+            lines += _cluster(i, n, source, prefix)
+            continue
+        name = f"{prefix}n{i}"
+        style = _STYLE["op" if n.grad_enabled else "backward"]
+        label = f"{n.op.name}\\n{', '.join(str(o.type) for o in n.outputs)}"
+        lines.append(f"  {name} [label=\"{label}\" tooltip={_q(n.where())} {style}];")
+        for v in n.inputs:
+            lines.append(f"  {source[v.id]} -> {name};")
+        for o in n.outputs:
+            source[o.id] = name
+        for r, region in enumerate(n.regions()):
+            lines += _region(region, f"{name}r{r}_", name)
+
+
+def _region(region, prefix: str, owner: str) -> list:
+    """A region as a dotted cluster; its results flow (dotted) into the node that owns it."""
+    lines = [f"  subgraph cluster_{prefix} {{", f"    label={_q(region.name)};",
+             '    style="dotted,rounded"; color="#7c3aed"; fontcolor="#7c3aed";']
+    inner: dict = {}
+    _body(region.graph, prefix, lines, inner)
+    lines.append("  }")
+    lines += [f"  {inner[v.id]} -> {owner} [style=dotted];" for v in region.graph.outputs]
+    return lines
+
+
+def _cluster(i: int, node, source: dict, prefix: str) -> list:
     """A fused node as a dashed cluster of its steps; external inputs enter the steps that read
     them, and the last step produces the node's output."""
     body = node.attrs["body"]
     n_in = body.n_inputs
-    lines = [f"  subgraph cluster_{i} {{",
+    lines = [f"  subgraph cluster_{prefix}{i} {{",
              f"    label={_q(f'{node.op.name} ({len(body.steps)} ops)')};",
              '    style="dashed,rounded"; color="#2563eb"; fontcolor="#2563eb";']
     if node.op.name == "fused_matmul":
-        lines.append(f"    n{i}_mm [label=\"matmul\" {_STYLE['op']}];")
+        lines.append(f"    {prefix}n{i}_mm [label=\"matmul\" {_STYLE['op']}];")
     for j, s in enumerate(body.steps):
-        lines.append(f"    n{i}_{j} [label=\"{s.op.name}\\n{s.type}\" {_STYLE['op']}];")
+        lines.append(f"    {prefix}n{i}_{j} [label=\"{s.op.name}\\n{s.type}\" {_STYLE['op']}];")
     lines.append("  }")
     if node.op.name == "fused_matmul":
         for v in node.inputs[:2]:
-            lines.append(f"  {source[v.id]} -> n{i}_mm;")
-        outer = [f"n{i}_mm"] + [source[v.id] for v in node.inputs[2:]]
+            lines.append(f"  {source[v.id]} -> {prefix}n{i}_mm;")
+        outer = [f"{prefix}n{i}_mm"] + [source[v.id] for v in node.inputs[2:]]
     else:
         outer = [source[v.id] for v in node.inputs]
     for j, s in enumerate(body.steps):
         for a in s.args:
-            origin = outer[a] if a < n_in else f"n{i}_{a - n_in}"
-            lines.append(f"  {origin} -> n{i}_{j};")
+            origin = outer[a] if a < n_in else f"{prefix}n{i}_{a - n_in}"
+            lines.append(f"  {origin} -> {prefix}n{i}_{j};")
     for o in node.outputs:
-        source[o.id] = f"n{i}_{len(body.steps) - 1}"
+        source[o.id] = f"{prefix}n{i}_{len(body.steps) - 1}"
     return lines
 
 

@@ -359,3 +359,18 @@ def test_random_nested_programs_agree_between_eager_and_graph(prog, seed):
     model = Loss(fn, (3, 3), seed=seed)
     model.xs = flow.tensor(_x(2, 3, seed=seed + 1, scale=0.5))
     assert_modes_agree(model, _x(3, seed=seed, scale=0.7))
+
+
+def test_the_dot_view_draws_regions_as_clusters_with_declared_nodes():
+    import re
+
+    from dualflow.graph.dot import to_dot
+    step = Step(Loss(_nested, (3, 3)))
+    step(flow.tensor(_x(5, 3)))
+    text = to_dot(step.ir)
+    declared = set(re.findall(r"^\s+(\w+) \[", text, flags=re.M))
+    edges = re.findall(r"^\s+(\w+) -> (\w+)", text, flags=re.M)
+    assert edges and all(a in declared and b in declared for a, b in edges)
+    regions = sum(len(n.regions()) for n in step.ir.nodes)
+    assert regions and text.count("subgraph cluster_") >= regions
+    assert 'label="scan.body"' in text and 'label="cond.true"' in text
