@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sys
 import traceback
+from datetime import timedelta
+
+from . import watchdog
 
 _backend = None
 _previous_excepthook = None
@@ -24,9 +27,15 @@ class group:  # noqa: N801  (PyTorch's spelling: dist.group.WORLD)
     WORLD = _World()
 
 
-def init_process_group(backend: str = "mpi", init_method: str | None = None, timeout=None,
+DEFAULT_TIMEOUT = timedelta(minutes=30)   # PyTorch's default for its process groups
+
+
+def init_process_group(backend: str = "mpi", init_method: str | None = None,
+                       timeout: timedelta | float | None = DEFAULT_TIMEOUT,
                        world_size: int = -1, rank: int = -1, **kwargs) -> None:
-    """Join the job the MPI launcher started. `world_size`/`rank`, when given, must match it."""
+    """Join the job the MPI launcher started. `world_size`/`rank`, when given, must match it.
+    `timeout` (a timedelta or seconds; None: wait forever): a collective not completed that long
+    after a rank began waiting for it aborts the job (`watchdog.py`)."""
     global _backend
     if _backend is not None:
         raise RuntimeError("init_process_group: the default process group is already initialized "
@@ -34,6 +43,10 @@ def init_process_group(backend: str = "mpi", init_method: str | None = None, tim
     if init_method not in (None, "env://", "mpi://"):
         raise ValueError(f"init_process_group: init_method {init_method!r} is not supported; "
                          f"rank and world size come from the MPI launcher (mpiexec)")
+    seconds = None if timeout is None else (
+        timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout))
+    if seconds is not None and seconds <= 0:
+        raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
     _backend = _make_backend(backend)
     for name, given, actual in (("world_size", world_size, _backend.size),
                                 ("rank", rank, _backend.rank)):
@@ -43,6 +56,8 @@ def init_process_group(backend: str = "mpi", init_method: str | None = None, tim
             raise ValueError(f"init_process_group: {name}={given}, but the launcher started this "
                              f"process with {name} {actual}")
     _install_abort_on_error()
+    if seconds is not None:
+        watchdog.active = watchdog.Watchdog(seconds, _backend.rank, _backend.abort)
 
 
 def _make_backend(name: str):
@@ -79,6 +94,9 @@ def destroy_process_group(group=None) -> None:
     check_group(group, "destroy_process_group")
     if _backend is None:
         raise RuntimeError("destroy_process_group: no process group is initialized")
+    if watchdog.active is not None:
+        watchdog.active.stop()
+        watchdog.active = None
     _backend.close()
     _backend = None
     if sys.excepthook is _abort_on_error:

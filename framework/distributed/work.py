@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from . import watchdog
+
 
 class Work:
     """A collective in flight. `wait()` blocks until it is done and the tensor holds the result;
@@ -15,8 +17,15 @@ class Work:
         self._result = None
 
     def wait(self, timeout=None) -> bool:
+        """Blocks until done; the process group's watchdog (`timeout` of
+        `init_process_group`) ends the job if that takes too long."""
         if not self._done:
-            self._wait()
+            dog = watchdog.active
+            if dog is None:
+                self._wait()
+            else:
+                with dog.waiting():
+                    self._wait()
             self._finish()
         return True
 

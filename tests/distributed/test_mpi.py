@@ -74,12 +74,14 @@ def test_overlap_find_unused_parameters_and_refusals():
     assert "ddp behaviour ok" in assert_ok(2, "ddp_behaviour.py")
 
 
-@pytest.mark.parametrize("how", ["raise", "exit", "train"])
+@pytest.mark.parametrize("how", ["raise", "exit", "train", "stall"])
 def test_a_failing_rank_ends_every_rank_with_an_error(how):
     code, out, seconds = run_mpi(2, "rank_fails.py", how, timeout=60)
     assert code != 0, out
     assert seconds < 30, f"the job took {seconds:.0f} s to end"
-    if how != "exit":
+    if how == "stall":
+        assert "did not complete within the process group's timeout (2 s)" in out, out
+    elif how != "exit":
         assert "rank 1 fails on purpose" in out and "aborting all ranks" in out
 
 
