@@ -29,6 +29,7 @@ from .capture import Snapshot, StateCapture, read_state
 from .graph_data_parallel import arm_data_parallel
 from .graph_mode import module_tree, retrace_reason
 from .graph_save import load_graph, save_graph
+from . import graph_mode_save  # noqa: F401  (registers flow.graph.save / flow.graph.load)
 from .module import Module
 
 

@@ -1,0 +1,168 @@
+"""`flow.graph.save(module, path, optimizer)` / `flow.graph.load(module, path, optimizer)`: the
+compiled calls of a GRAPH-mode module (forward-only and joint forward/backward entries) and,
+with an optimizer, its compiled GRAPH-mode steps (`graph/optim_step.py`), so a restarted
+training loop under `flow.set_mode(flow.GRAPH)` replays from its first step. The file format,
+the checks and the order (check everything, then load state, then install) are those of
+`nn.Graph.save` (`graph_save.py`).
+"""
+from __future__ import annotations
+
+from dualflow.graph import optim_step, saved
+from dualflow.graph.compiled_call import CompiledCall
+from dualflow.graph.serialize import Decoder, Encoder, SerializeError
+from dualflow.tensor import Tensor
+
+from .graph_mode import ForwardEntry, JointEntry, module_tree
+from .graph_save import (_bind_all, _by_entry, _check_same, _check_state_dict,
+                         _dry_run_optimizers, _live_key, _named_tensors, _portable_key,
+                         _tree_facts)
+
+
+def _module_names(module) -> dict:
+    """Names a GRAPH-mode trace gives the module's tensors: plain, or under the class name when
+    the module itself is activation-checkpointed."""
+    plain = _named_tensors(module)
+    return {**plain, **{f"{type(module).__name__}.{n}": t for n, t in plain.items()}}
+
+
+def _call_record(enc: Encoder, entry, keys: list, names: dict, what: str) -> dict:
+    if entry.effects:
+        raise SerializeError(f"flow.graph.save: {what} assigns module attributes or changes its "
+                             "arguments in place, which a file cannot replay yet")
+    rec = {"keys": [[_portable_key(enc, k), enc.value(k[-5:-3], "cache key")] for k in keys],
+           "tree": enc.value(entry.tree, f"{what} output"), "n_user": entry.n_user}
+    if isinstance(entry, JointEntry):
+        rec.update(kind="joint", fwd=enc.graph(entry.fwd.graph), bwd=enc.graph(entry.bwd.graph),
+                   n_out=entry.n_out, n_res=entry.n_res,
+                   params=[names[id(p)] for p in entry.params],
+                   input_positions=entry.input_positions, diff_positions=entry.diff_positions,
+                   have=entry.have)
+    else:
+        rec.update(kind="forward", fwd=enc.graph(entry.exe.graph))
+    return rec
+
+
+def _step_record(enc: Encoder, entry, keys: list, names: dict) -> dict:
+    """A compiled optimizer step: its graph names parameters `param{i}`, their state
+    `param{i}.{k}` and group learning rates `group{i}.lr` (optim_step._compile)."""
+    grads, _, state_keys, _, _ = keys[0]
+    if len(keys) > 1 or any(t.__module__ != "numpy" for _, _, t in grads):
+        raise SerializeError("flow.graph.save: only CPU optimizer steps compiled for one "
+                             "signature can be saved")
+    return {"grads": enc.value(tuple((s, d) for s, d, _ in grads), "gradient types"),
+            "state_keys": enc.value(state_keys, "optimizer state keys"),
+            "live": [_name_of(p, names) for p in entry.live], "graph": enc.graph(entry.exe.graph)}
+
+
+def _name_of(p, names: dict) -> str:
+    if id(p) not in names:
+        raise SerializeError(f"flow.graph.save: the optimizer updates a {tuple(p.shape)} "
+                             "parameter that is not the module's")
+    return names[id(p)]
+
+
+def save_module(module, path, optimizer=None) -> None:
+    cache = module.__dict__.get("_graph_cache")
+    name = type(module).__name__
+    if cache is None or not cache.items():
+        raise RuntimeError(f"flow.graph.save: {name} has no compiled calls yet; call it under "
+                           "flow.set_mode(flow.GRAPH) (or flow.compile) first")
+    enc = Encoder()
+    names = {id(t): n for n, t in _named_tensors(module).items()}
+    records = [_call_record(enc, entry, keys, names, f"{name}.forward")
+               for entry, keys in _by_entry(cache)]
+    steps = optim_step._calls.get(optimizer) if optimizer is not None else None
+    step_records = [_step_record(enc, entry, keys, names)
+                    for entry, keys in (_by_entry(steps) if steps is not None else [])]
+    structure = {"class": name, "tree": _tree_facts(enc, {"": module}), "entries": records,
+                 "steps": step_records}
+    state = {"model": module.state_dict(),
+             "optimizers": [optimizer.state_dict()] if optimizer is not None else []}
+    saved.write(path, "module", structure, enc.arrays, state)
+
+
+def _step_tensors(opt, live: list, bindings: list) -> dict:
+    out = {f"group{i}.lr": b.tensor for i, b in enumerate(bindings)}
+    for i, p in enumerate(live):
+        out[f"param{i}"] = p
+        out.update({f"param{i}.{k}": t for k, t in opt.state.get(p, {}).items()
+                    if isinstance(t, Tensor)})
+    return out
+
+
+def load_module(module, path, optimizer=None) -> None:
+    name = type(module).__name__
+    where = f"flow.graph.load({name}, {str(path)!r})"
+    structure, arrays, state = saved.read(path, "module")
+    dec = Decoder(arrays)
+    optimizers = [optimizer] if optimizer is not None else []
+    tensors = _module_names(module)
+    try:
+        if structure["class"] != name:
+            raise SerializeError(f"{where}: the file was saved from a {structure['class']}")
+        _check_same(structure["tree"], _tree_facts(Encoder(), {"": module}), where)
+        _check_state_dict(state.get("model"), module.state_dict(), where)
+        trials = _dry_run_optimizers(optimizers, state.get("optimizers"), where)
+        records, steps = structure["entries"], structure["steps"] if optimizers else []
+        graphs = [{f: dec.graph(r[f]) for f in (("fwd", "bwd") if r["kind"] == "joint"
+                                                else ("fwd",))} for r in records]
+        step_graphs = [{"graph": dec.graph(r["graph"])} for r in steps]
+        if any(p not in tensors for r in records + steps for p in r.get("params", r.get("live"))
+               or ()):
+            raise SerializeError(f"{where}: a saved graph names a parameter the model does not "
+                                 "have")
+    except (KeyError, TypeError) as exc:
+        raise SerializeError(f"{where}: malformed file structure ({exc})") from None
+    _bind_all(graphs, tensors)   # every name and type checked before anything changes
+    for r, gs in zip(steps, step_graphs):
+        live = [tensors[p] for p in r["live"]]
+        groups = [optim_step.LrBinding(g) for g in trials[0].param_groups]
+        _bind_all([gs], _step_tensors(trials[0], live, groups))
+
+    module.load_state_dict(state["model"])
+    for opt, sd in zip(optimizers, state["optimizers"]):
+        opt.load_state_dict(sd)
+    _install_calls(module, path, dec, records, graphs, tensors)
+    for r, gs in zip(steps, step_graphs):
+        _install_step(optimizer, path, dec, r, gs["graph"], [tensors[p] for p in r["live"]])
+
+
+def _install_calls(module, path, dec: Decoder, records: list, graphs: list, tensors: dict):
+    name = type(module).__name__
+    cache = module.__dict__.get("_graph_cache")
+    if cache is None:
+        cache = module.__dict__["_graph_cache"] = CompiledCall(name)
+    walk = module_tree(module)
+    opts = saved.options()
+    for rec, gs in zip(records, graphs):
+        tree = dec.value(rec["tree"])
+        fwd = saved.executable(gs["fwd"], opts)
+        if rec["kind"] == "joint":
+            entry = JointEntry(fwd, saved.executable(gs["bwd"], opts), tree, rec["n_user"],
+                               rec["n_out"], rec["n_res"], [tensors[p] for p in rec["params"]],
+                               list(rec["input_positions"]), list(rec["diff_positions"]),
+                               list(rec["have"]), name, None)
+        else:
+            entry = ForwardEntry(fwd, tree, rec["n_user"], None)
+        for saved_key, middle in rec["keys"]:
+            key = _live_key(dec, saved_key, dec.value(middle) + (walk.key,))
+            entry.walks, entry.key = [walk], key
+            cache.adopt(key, entry, f"loaded from {path}")
+
+
+def _install_step(opt, path, dec: Decoder, rec: dict, graph, live: list) -> None:
+    """Bind a compiled step to the loaded optimizer and file it under the key its next
+    `step()` computes (optim_step._signature)."""
+    bindings = [optim_step.LrBinding(g) for g in opt.param_groups]
+    _bind_all([{"graph": graph}], _step_tensors(opt, live, bindings))
+    entry = optim_step._StepEntry(saved.executable(graph, saved.options()), live, bindings)
+    grads = tuple((tuple(s), d, type(p._data)) for (s, d), p in zip(dec.value(rec["grads"]), live))
+    key = (grads, optim_step.hyper_parameters(opt), dec.value(rec["state_keys"]), opt._version,
+           tuple(id(p) for p in live))
+    calls = optim_step._calls.get(opt)
+    if calls is None:
+        calls = optim_step._calls[opt] = CompiledCall(f"{type(opt).__name__}.step")
+    calls.adopt(key, entry, f"loaded from {path}")
+
+
+saved.register_module_io(save_module, load_module)
