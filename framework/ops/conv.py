@@ -4,7 +4,11 @@ weight gradient); the 1-d forms run as 2-d on an unsqueezed input.
 Kernels are im2col: `sliding_windows` views the padded input as (N, C, Ho, Wo, kh, kw) with
 `as_strided` (no copy) and one batched matmul over the groups does the arithmetic; the transposed
 convolution multiplies first and overlap-adds the columns back (col2im, one vectorised add per
-kernel tap). The three ops are each other's gradients, so double backward comes for free:
+kernel tap). Shapes pick faster layouts: on images of at most 16 positions a one-group
+convolution runs one GEMM over the whole batch instead of one per sample, a 1x1 transposed
+convolution is its product alone, and depthwise convolutions of small images run channels last
+(ops/conv_channels_last.py). The three ops are each other's gradients, so double backward comes
+for free:
 
     conv2d(x, w)           dx = conv_transpose2d(g, w)   dw = conv2d_weight(x, g)
     conv_transpose2d(x, w) dx = conv2d(g, w)             dw = conv2d_weight(g, x)
@@ -15,6 +19,8 @@ Attributes are normalised tuples: stride (sh, sw), padding ((top, bottom), (left
 """
 from __future__ import annotations
 
+from .conv_channels_last import (SMALL_IMAGE, SMALL_IMAGE_TRANSPOSED, depthwise_conv2d,
+                                 depthwise_conv2d_weight, depthwise_conv_transpose2d)
 from .linalg import _matmul_kernel  # keeps bfloat16, where ml_dtypes' matmul gives float32
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
@@ -65,22 +71,74 @@ def _depthwise(x, groups: int, channels_out: int) -> bool:
     """One filter per channel (groups = in = out channels), in float32/float64: the transposed
     convolution (depthwise conv's input gradient) then multiplies each tap directly, ~2-2.5x
     faster than an outer-product matmul into a (kh*kw)-fold array (measured on MobileNetV2's
-    layers; its forward and weight gradient measured no faster that way, so they keep the matmul;
-    bfloat16 keeps it too, as it accumulates wider)."""
+    layers; bfloat16 keeps the matmul, as it accumulates wider). Small images run channels last
+    (ops/conv_channels_last.py)."""
     return 1 < groups == x.shape[1] == channels_out and x.dtype.char in "fd"
+
+
+def _one_gemm(x, groups: int, positions: int) -> bool:
+    """Whether a one-group convolution runs as one GEMM over the whole batch, (K, N*L) columns,
+    instead of one GEMM per sample: below ~16 positions per image a per-sample GEMM is a thin
+    (.., 16) product that BLAS runs at a third of its speed (ResNet-18's 2x2 layers at batch 8:
+    4.9 -> 2.3 ms forward, 8.3 -> 2.7 ms input gradient), where the one GEMM's extra copy of the
+    small result costs little."""
+    return groups == 1 and x.shape[0] > 1 and positions <= 16 and x.dtype.char in "fd"
 
 
 def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
     cout, cg, kh, kw = w.shape
+    grid = tuple(window_count(n, k, s, p, d) for n, k, s, p, d in
+                 zip(x.shape[2:], (kh, kw), stride, padding, dilation))
+    if _depthwise(x, groups, cout) and grid[0] * grid[1] <= SMALL_IMAGE:
+        return depthwise_conv2d(xp, x, w, stride, padding, dilation)
+    if _one_gemm(x, groups, grid[0] * grid[1]):
+        cols, _ = _columns(xp, x, (kh, kw), stride, padding, dilation, 1, False)
+        out = xp.dot(w.reshape(cout, cg * kh * kw), cols[0])  # (Cout, N*L)
+        return xp.ascontiguousarray(out.reshape(cout, x.shape[0], *grid).transpose(1, 0, 2, 3))
     cols, (ho, wo) = _columns(xp, x, (kh, kw), stride, padding, dilation, groups, True)
     out = _matmul_kernel(xp, w.reshape(groups, cout // groups, cg * kh * kw),
                          cols)  # (N, G, Cout/G, L)
     return out.reshape(x.shape[0], cout, ho, wo)
 
 
+def _pointwise(kernel, stride, padding, output_padding) -> bool:
+    """A 1x1 kernel at stride 1 without padding: the transposed convolution is its product."""
+    return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and \
+        padding == ((0, 0), (0, 0)) and tuple(output_padding) == (0, 0)
+
+
+def _overlap_add(xp, canvas, tap, kernel, stride, dilation, size):
+    """col2im: add each tap's (.., h, w) contribution at its strided place on the canvas."""
+    (kh, kw), (sh, sw), (dh, dw), (h, wd) = kernel, stride, dilation, size
+    for i in range(kh):
+        for j in range(kw):
+            canvas[..., i * dh:i * dh + (h - 1) * sh + 1:sh,
+                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += tap(i, j)
+    return canvas
+
+
+def _crop(canvas, padding):
+    (pt, pb), (pl, pr) = padding
+    if pt or pb or pl or pr:
+        return canvas[..., pt:canvas.shape[-2] - pb, pl:canvas.shape[-1] - pr]
+    return canvas
+
+
 def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output_padding):
     n, cin, h, wd = x.shape
     _, cog, kh, kw = w.shape
+    geometry = ((kh, kw), stride, dilation, (h, wd))
+    canvas_h = (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1 + output_padding[0]
+    canvas_w = (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1 + output_padding[1]
+    if _depthwise(x, groups, groups * cog) and h * wd <= SMALL_IMAGE_TRANSPOSED:
+        return depthwise_conv_transpose2d(xp, x, w, stride, padding, dilation, output_padding)
+    if _one_gemm(x, groups, h * wd):
+        # (Cout*kh*kw, N*L) columns from one GEMM on the (Cin, N*L) rows of the whole batch
+        rows = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(cin, n * h * wd)
+        taps = xp.dot(w.reshape(cin, cog * kh * kw).T, rows).reshape(cog, kh, kw, n, h, wd)
+        canvas = xp.zeros((cog, n, canvas_h, canvas_w), dtype=x.dtype)
+        canvas = _crop(_overlap_add(xp, canvas, lambda i, j: taps[:, i, j], *geometry), padding)
+        return xp.ascontiguousarray(canvas.transpose(1, 0, 2, 3))
     if _depthwise(x, groups, groups * cog):  # each tap is one multiply
         x5, wc = x.reshape(n, groups, 1, h, wd), w.reshape(1, groups, 1, 1, 1, kh, kw)
 
@@ -94,6 +152,8 @@ def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output
             cols = xp.empty((n, 1, cog * kh * kw, h * wd), dtype=x.dtype)
             for b in range(n):
                 xp.dot(wt, rows[b], out=cols[b, 0])
+            if _pointwise((kh, kw), stride, padding, output_padding):
+                return cols.reshape(n, cog, h, wd)  # the products are the result: no canvas
         else:
             wt = xp.ascontiguousarray(
                 w.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1))
@@ -102,23 +162,16 @@ def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output
 
         def tap(i, j):
             return taps[:, :, :, i, j]
-    (sh, sw), (dh, dw) = stride, dilation
-    canvas_h = (h - 1) * sh + dh * (kh - 1) + 1 + output_padding[0]
-    canvas_w = (wd - 1) * sw + dw * (kw - 1) + 1 + output_padding[1]
     canvas = xp.zeros((n, groups, cog, canvas_h, canvas_w), dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            canvas[..., i * dh:i * dh + (h - 1) * sh + 1:sh,
-                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += tap(i, j)
-    (pt, pb), (pl, pr) = padding
-    canvas = canvas.reshape(n, groups * cog, canvas_h, canvas_w)
-    if pt or pb or pl or pr:
-        return canvas[:, :, pt:canvas_h - pb, pl:canvas_w - pr].copy()
-    return canvas
+    canvas = _overlap_add(xp, canvas, tap, *geometry).reshape(n, groups * cog, canvas_h, canvas_w)
+    cropped = _crop(canvas, padding)
+    return cropped.copy() if cropped is not canvas else canvas
 
 
 def _conv2d_weight_kernel(xp, x, g, kernel_size, stride, padding, dilation, groups):
     n, cout, ho, wo = g.shape
+    if _depthwise(x, groups, cout) and ho * wo <= SMALL_IMAGE:
+        return depthwise_conv2d_weight(xp, x, g, tuple(kernel_size), stride, padding, dilation)
     cols, _ = _columns(xp, x, kernel_size, stride, padding, dilation, groups, False)
     gm = g.reshape(n, groups, cout // groups, ho * wo).transpose(1, 2, 0, 3).reshape(
         groups, cout // groups, n * ho * wo)
