@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 class GraphDataParallel:
-    def __init__(self, params: list, buffers: list, bucket_cap_mb: float):
+    def __init__(self, params: list, buffers: list, bucket_cap_mb: float, optimizers: list):
         from dualflow import distributed as dist
         from dualflow.distributed.reducer import Reducer, broadcast_now
         if not dist.is_initialized():
@@ -20,6 +20,11 @@ class GraphDataParallel:
         self.params = [p for p in params if p.requires_grad]
         self.bucket_cap_mb = bucket_cap_mb
         self.reducer = Reducer(self.params, bucket_cap_mb, False)
+        wanted = {id(p) for p in self.params}
+        for opt in optimizers:   # ZeRO over these parameters: reduce-scatter in backward instead
+            if hasattr(opt, "use_reducer") and \
+                    {id(p) for g in opt.param_groups for p in g["params"]} == wanted:
+                opt.use_reducer(self.reducer)
 
     def arm(self) -> None:
         """Before a forward: the next backward averages the gradients."""
@@ -37,5 +42,5 @@ def arm_data_parallel(graph) -> None:
     if current is None or current.bucket_cap_mb != cap:
         buffers = [b for m in graph._modules.values() for b in m.buffers()]
         current = graph.__dict__["_data_parallel"] = GraphDataParallel(
-            graph._parameters(), buffers, cap)
+            graph._parameters(), buffers, cap, [opt for opt, _ in graph._optimizers])
     current.arm()

@@ -114,18 +114,28 @@ class ZeroRedundancyOptimizer(Optimizer):
         self._all_params = [p for g in self.param_groups for p in g["params"]]
         if len({id(p) for p in self._all_params}) != len(self._all_params):
             raise ValueError("ZeroRedundancyOptimizer: a parameter appears twice")
-        group_of = {id(p): gi for gi, g in enumerate(self.param_groups) for p in g["params"]}
-        self._reducer = reducer_of(self._all_params)
-        if self._reducer is not None:
-            layout = [(b.params, b.padded) for b in self._reducer.shard_gradients(comm.size)]
-        else:
-            world = comm.size
-            layout = [(ps, -(-sum(p.numel() for p in ps) // world) * world)
-                      for ps in assign_buckets(self._all_params, int(bucket_cap_mb * 2 ** 20))]
-        self._blocks = [_Block(ps, padded, comm.size, comm.rank, group_of)
-                        for ps, padded in layout]
-        self._build_local_optimizer()
+        self._bucket_cap_mb = bucket_cap_mb
         self._consolidated = None
+        self.use_reducer(reducer_of(self._all_params))
+
+    def use_reducer(self, reducer) -> None:
+        """Take the averaged gradient blocks from `reducer` (a DistributedDataParallel's, or
+        `graph.config.data_parallel()`'s), which reduce-scatters them during backward; None:
+        reduce-scatter `.grad` in `step()`. Only before the first step (state is per block)."""
+        if getattr(self, "optim", None) is not None and any(self.optim.state.values()):
+            raise RuntimeError("ZeroRedundancyOptimizer: the gradient source can change only "
+                               "before the first step")
+        world, rank = self.world_size, self.rank
+        self._reducer = reducer
+        if reducer is not None:
+            layout = [(b.params, b.padded) for b in reducer.shard_gradients(world)]
+        else:
+            cap = int(self._bucket_cap_mb * 2 ** 20)
+            layout = [(ps, -(-sum(p.numel() for p in ps) // world) * world)
+                      for ps in assign_buckets(self._all_params, cap)]
+        group_of = {id(p): gi for gi, g in enumerate(self.param_groups) for p in g["params"]}
+        self._blocks = [_Block(ps, padded, world, rank, group_of) for ps, padded in layout]
+        self._build_local_optimizer()
 
     def _build_local_optimizer(self) -> None:
         """The wrapped optimizer over this rank's pieces, one local group per non-empty group."""

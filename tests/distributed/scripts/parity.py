@@ -119,6 +119,9 @@ def main():
         started = counts["all_reduce_start"] + counts["reduce_scatter_start"]
         if started < 2 or counts["collective_wait"] != started + counts["all_gather_start"]:
             raise AssertionError(f"the compiled step lacks its bucket collectives: {counts}")
+        if mode == "zero" and (counts["all_reduce_start"] or not counts["all_gather_start"]):
+            raise AssertionError(f"ZeRO must reduce-scatter gradients (no all-reduce) and "
+                                 f"all-gather parameters: {counts}")
         if rank == 0:
             print(f"collective nodes in the compiled step: {counts}")
     worst = max(relative_difference(p, q) for p, q in zip(local.parameters(),
