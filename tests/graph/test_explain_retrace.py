@@ -8,6 +8,8 @@ import pytest
 import dualflow as flow
 from dualflow import nn
 
+from .test_nn_graph import Train
+
 
 class Infer(nn.Graph):
     def __init__(self, model, **kwargs):
@@ -16,18 +18,6 @@ class Infer(nn.Graph):
 
     def build(self, x):
         return self.model(x)
-
-
-class Train(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, x, y):
-        loss = nn.functional.mse_loss(self.model(x), y)
-        loss.backward()
-        return loss
 
 
 class Tempered(nn.Module):
@@ -83,7 +73,7 @@ def test_module_attributes_tree_and_optimizer_settings_are_named():
     model = Tempered()
     opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     g = Train(model, opt)
-    x, y = flow.randn(3, 4), flow.randn(3, 2)
+    x, y = flow.randn(3, 4), flow.tensor([0, 1, 1])
     for _ in range(2):   # the eager warm-up, then the first compile
         g(x, y)
     model.temperature = 0.5

@@ -21,17 +21,9 @@ from dualflow.ops.opdef import REGISTRY, TensorType
 
 from .models import make
 from .test_mode_parity import TrainGraph
+from .test_nn_graph import Infer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class Infer(nn.Graph):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def build(self, x):
-        return self.model(x)
 
 
 def _roundtrip(value):
