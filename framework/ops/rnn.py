@@ -12,7 +12,8 @@ Per cell there are up to three ops, all generated from one description (`_Cell`)
 * `<cell>_layer_backward(gradients..., x, states..., w_ih, w_hh, y[, saved])`: backpropagation
   through time in one kernel. A gradient input may be a 0-d zero: that output received none.
   Its VJP differentiates the same math written with dualflow ops (`rnn_math.TensorMath`), so
-  double backward works; third derivatives are refused.
+  double backward works; a second backward with create_graph=True (third derivatives) is
+  refused.
 
 The Elman RNN saves nothing (backward reads the activation's derivative off y), so `rnn_layer`
 is its own training form. Layouts are sequence-first, states (B, H), weights as PyTorch's.
@@ -70,24 +71,29 @@ _RNN = _Cell("rnn", 1, 1, 0, rnn_math.rnn_forward, rnn_math.rnn_backward,
 
 # ---- shape rules -----------------------------------------------------------------------------
 def _check_layer(op: str, cell: _Cell, x, states, w_ih, w_hh, biases, attrs: dict) -> tuple:
-    """(T, B, H) after checking the layer's inputs against each other; ShapeError otherwise."""
+    """(T, B, H) after checking the shapes of the layer's inputs against each other (types in
+    shape rules, arrays in kernels: eager calls are checked too); ShapeError otherwise."""
     g = cell.gates
-    ok = x.ndim == 3 and w_hh.ndim == 2 and x.dtype.is_floating_point and len(biases) in (0, 2)
+    ok = len(x.shape) == 3 and len(w_hh.shape) == 2 and len(biases) in (0, 2)
     if ok:
         (T, B, I), H = x.shape, w_hh.shape[1]
-        others = (*states, w_ih, w_hh, *biases)
-        ok = T > 0 and [tuple(t.shape) for t in others] == (
-            [(B, H)] * len(states) + [(g * H, I), (g * H, H)] + [(g * H,)] * len(biases)) \
-            and all(t.dtype is x.dtype for t in others)
+        ok = T > 0 and [tuple(t.shape) for t in (*states, w_ih, w_hh, *biases)] == (
+            [(B, H)] * len(states) + [(g * H, I), (g * H, H)] + [(g * H,)] * len(biases))
     if not ok:
         bias = f", b_ih and b_hh ({g}·H,)" if biases else ""
+        shapes = ", ".join(str(tuple(t.shape)) for t in (x, *states, w_ih, w_hh, *biases))
         raise ShapeError(f"{op}: expects x (T > 0, B, I), {len(states)} state(s) (B, H), w_ih "
-                         f"({g}·H, I), w_hh ({g}·H, H){bias}, all of one floating dtype; got "
-                         f"{', '.join(map(str, (x, *states, w_ih, w_hh, *biases)))}")
+                         f"({g}·H, I), w_hh ({g}·H, H){bias}; got {shapes}")
     if "nonlinearity" in attrs and attrs["nonlinearity"] not in ("tanh", "relu"):
         raise ShapeError(f"{op}: nonlinearity must be 'tanh' or 'relu', got "
                          f"{attrs['nonlinearity']!r}")
     return T, B, H
+
+
+def _check_dtypes(op: str, types) -> None:
+    if not types[0].dtype.is_floating_point or any(t.dtype is not types[0].dtype for t in types):
+        raise ShapeError(f"{op}: expects inputs of one floating dtype, got "
+                         f"{', '.join(map(str, types))}")
 
 
 def _forward_infer(op: str, cell: _Cell, save: bool):
@@ -98,6 +104,7 @@ def _forward_infer(op: str, cell: _Cell, save: bool):
         x, states, w_ih, w_hh, b_ih, b_hh = cell.split(types)
         biases = () if b_ih is None else (b_ih, b_hh)
         T, B, H = _check_layer(op, cell, x, states, w_ih, w_hh, biases, attrs)
+        _check_dtypes(op, types)
         outs = (TensorType((T, B, H), x.dtype, x.device),) + \
             (TensorType((B, H), x.dtype, x.device),) * cell.states
         return outs + ((TensorType((T, B, cell.saved * H), x.dtype, x.device),) if save else ())
@@ -110,22 +117,26 @@ def _backward_infer(op: str, cell: _Cell):
             raise ShapeError(f"{op}: got {len(types)} inputs")
         grads, x, states, w_ih, w_hh, y, saved = cell.split_backward(types)
         T, B, H = _check_layer(op, cell, x, states, w_ih, w_hh, (), attrs)
+        _check_dtypes(op, types)
         outputs = [(y, (T, B, H))] + [(s, (B, H)) for s in states] + (
             [(saved, (T, B, cell.saved * H))] if cell.saved else [])
         for (out, shape), g in zip(outputs, grads):
-            if tuple(out.shape) != shape or tuple(g.shape) not in ((), shape) or \
-                    out.dtype is not x.dtype or g.dtype is not x.dtype:
-                raise ShapeError(f"{op}: a forward output {out} or its gradient {g} does not "
-                                 f"match {shape} of x's dtype (x {x}, w_hh {w_hh})")
+            if tuple(out.shape) != shape or tuple(g.shape) not in ((), shape):
+                raise ShapeError(f"{op}: a forward output {tuple(out.shape)} or its gradient "
+                                 f"{tuple(g.shape)} does not match {shape} (x {tuple(x.shape)}, "
+                                 f"w_hh {tuple(w_hh.shape)})")
         bias = TensorType((cell.gates * H,), x.dtype, x.device)
         return (x, *states, w_ih, w_hh, bias, bias)
     return infer
 
 
 # ---- kernels ---------------------------------------------------------------------------------
-def _forward_kernel(cell: _Cell, save: bool):
+def _forward_kernel(op: str, cell: _Cell, save: bool):
     def kernel(xp, *arrays, reverse: bool, **attrs):
-        out = cell.forward(ArrayMath(xp), *cell.split(arrays), reverse, save, **attrs)
+        x, states, w_ih, w_hh, b_ih, b_hh = parts = cell.split(arrays)
+        _check_layer(op, cell, x, states, w_ih, w_hh, () if b_ih is None else (b_ih, b_hh),
+                     attrs)
+        out = cell.forward(ArrayMath(xp), *parts, reverse, save, **attrs)
         return out if save else out[:-1]
     return kernel
 
@@ -171,8 +182,9 @@ def _backward_vjp(op: str, cell: _Cell):
     """The backward op's VJP: the same math on dualflow ops, differentiated by autograd."""
     def vjp(ggs, outs, *inputs, **attrs):
         if is_grad_enabled():
-            raise NotImplementedError(f"{op}: third derivatives through a recurrent layer are not "
-                                      "supported (create_graph=True in a second backward)")
+            raise NotImplementedError(f"{op}: differentiating a recurrent layer's gradient with "
+                                      "create_graph=True (towards third derivatives) is not "
+                                      "supported")
         with enable_grad():
             leaves = [t.detach().requires_grad_(bool(t.requires_grad)) for t in inputs]
             grads, *rest = cell.split_backward(leaves)
@@ -230,16 +242,16 @@ def _define(cell: _Cell) -> tuple:
                      onnx=not_exportable("a gradient op: training graphs only"))
     layer_vjp = _layer_vjp(cell, backward)
     if not cell.saved:
-        layer = defop(name, _forward_kernel(cell, False), _forward_infer(name, cell, False),
-                      layer_vjp, saves=n_in, saves_out=(0,), num_outputs=outputs,
+        layer = defop(name, _forward_kernel(name, cell, False),
+                      _forward_infer(name, cell, False), layer_vjp, saves=n_in, saves_out=(0,), num_outputs=outputs,
                       sparse_grads=True, onnx=_lower(cell))
         return layer, None, backward
-    train = defop(f"{name}_train", _forward_kernel(cell, True),
+    train = defop(f"{name}_train", _forward_kernel(f"{name}_train", cell, True),
                   _forward_infer(f"{name}_train", cell, True), layer_vjp, saves=n_in,
                   saves_out=(0, outputs), num_outputs=outputs + 1, sparse_grads=True,
                   onnx=not_exportable(f"the training form of {name} (it also returns the gates "
                                       "backward reads); an inference export traces " + name))
-    layer = defop(name, _forward_kernel(cell, False), _forward_infer(name, cell, False),
+    layer = defop(name, _forward_kernel(name, cell, False), _forward_infer(name, cell, False),
                   _recompute_vjp(train, layer_vjp), num_outputs=outputs, sparse_grads=True,
                   onnx=_lower(cell))
     return layer, train, backward
