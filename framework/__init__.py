@@ -46,6 +46,8 @@ from dualflow.nn.graph_mode import module_call as _module_call  # noqa: E402
 from dualflow.graph.optim_step import optimizer_step as _optimizer_step  # noqa: E402
 
 nn.module._graph_call = _module_call  # a top-level Module call in GRAPH mode compiles
+from dualflow.nn.graph_breaks import explain as _explain  # noqa: E402
+graph.explain = _explain  # flow.graph.explain(module, *args): what compiled, what broke and why
 optim.optimizer._graph_step = _optimizer_step  # so does an optimizer step
 
 

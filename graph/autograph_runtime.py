@@ -280,6 +280,11 @@ def _graph_while(cond_fn, body_fn, state, names, live, where, max_iters, fill_ty
         return tuple(res[i] for i in carried)
 
     out = flow.while_loop(cond, body, tuple(state[i] for i in carried), max_iters=max_iters)
+    if max_iters is None and any(isinstance(t, Tensor) and t.requires_grad for t in out):
+        raise TraceError(f"the loop at {where} has a tensor condition and no bound, so a "
+                         "compiled graph cannot differentiate it: write it as `for _ in "
+                         "range(N):` with a `break` (a bounded loop), or run it without "
+                         "gradients")
     return tuple(fill(out))
 
 

@@ -3,7 +3,8 @@
 When gradients are needed, forward and backward come from one joint trace, split into a forward
 graph (that saves the residuals backward needs) and a backward graph; the compiled call then joins
 eager autograd as one tape node, so an ordinary loop (`loss.backward(); opt.step()`) runs
-unchanged, compiled. Compiled graphs are cached per module and input signature.
+unchanged, compiled. Compiled graphs are cached per module and input signature. A call that
+cannot be traced runs eagerly instead (a graph break, `graph_breaks.py`).
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.graph.retrace import leaf_names
 from dualflow.graph.split import split_forward_backward
 from dualflow.graph.trace import Trace, explain_change, scope_names, signature
-from dualflow.graph.tracer import tracing
+from dualflow.graph.tracer import TraceError, tracing
 from dualflow.ops import dispatch
 from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, guard_values, read_state, state_attrs
+from .graph_breaks import _recorders, break_graph, lookup, record_compiled
 from .module import tree_version
 
 
@@ -63,7 +65,15 @@ def module_call(module, args: tuple, kwargs: dict):
 
     entry = calls.get(key)
     if entry is not None:
+        if _recorders:
+            record_compiled(module)
         return entry.run(leaves)
+    # a break is remembered without the module attributes' values: a forward that counts its
+    # calls in `self.calls` would otherwise retry (and fail) on every call
+    break_key = signature(leaves, (structure, training, needs_grad, scopes))
+    broken = lookup(module, break_key)
+    if broken is not None:
+        return broken.call(module, args, kwargs)
 
     def compile(snapshot):
         entry = _compile(module, walk, (args, kwargs, ()) if call is None else call, leaves,
@@ -71,9 +81,14 @@ def module_call(module, args: tuple, kwargs: dict):
         entry.walks, entry.key = [walk], key   # the walk alive with it: its ids in the key stay
         return entry
 
-    return calls.miss(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
-                      reason=lambda: retrace_reason(calls.newest, key, _KEY_PARTS, [walk],
-                                                    leaf_names(module.forward, structure)))
+    try:
+        out = calls.miss(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
+                         reason=lambda: retrace_reason(calls.newest, key, _KEY_PARTS, [walk],
+                                                       leaf_names(module.forward, structure)))
+    except TraceError as exc:   # rolled back already: run this module eagerly instead
+        return break_graph(module, break_key, exc, args, kwargs)
+    record_compiled(module)
+    return out
 
 
 _KEY_PARTS = ("argument structure", "train/eval flags", "need for gradients",

@@ -346,16 +346,26 @@ class WhileElse(nn.Module):
         return x
 
 
+class Strict(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def build(self, x):
+        return self.model(x)
+
+
 @pytest.mark.parametrize("cls, text, words", [
     (OneSided, "if x.sum() > 0", "variable `z` is assigned in only one branch"),
     (AttributeInBranch, "if x.sum() > 0", "assigning `self.last`"),
     (WhileElse, "while x.sum() > 0", "a `while` with an `else:` clause"),
 ])
 def test_unconvertible_code_names_the_line(cls, text, words):
+    """nn.Graph raises (GRAPH mode runs such a module eagerly: test_graph_breaks.py)."""
     m = cls()
     line = _lineno(cls.forward, text)
-    with flow.mode(flow.GRAPH), pytest.raises(TraceError) as err:
-        m(flow.ones(3, dtype=F64))
+    with pytest.raises(TraceError) as err:
+        Strict(m)(flow.ones(3, dtype=F64))
     assert words in str(err.value)
     assert f"test_autograph.py:{line}" in str(err.value)
     assert "last" not in m.__dict__   # a failed compile leaves nothing behind
