@@ -4,6 +4,9 @@
 * find_unused_parameters: a layer used only on rank 0 gets rank 0's gradient averaged over both
   ranks; a layer no rank uses keeps no gradient; without the flag the next forward says which
   parameters got none; forwards without a backward are fine.
+* Traced collectives: dist.all_reduce/broadcast/reduce_scatter_tensor/all_gather_into_tensor
+  inside an nn.Graph give eager's values; DDP with BatchNorm trained by nn.Graph (buffers
+  broadcast as graph state updates) ends with eager DDP's parameters and buffers.
 * DDP with find_unused_parameters inside nn.Graph is refused (the used set would be frozen at
   trace time); plain DDP inside nn.Graph is tested for its numbers in parity.py."""
 import sys
@@ -34,10 +37,66 @@ def check_overlap():
     assert len(ddp._reducer.buckets) >= 3 and started[0] >= 1, (started, ddp._reducer.buckets)
 
 
+def check_traced_collectives():
+    r = dist.get_rank()
+
+    class Collect(nn.Graph):
+        def build(self, x):
+            total, first = x * 1, x * 1
+            dist.all_reduce(total)
+            dist.broadcast(first, 1)
+            block, gathered = flow.empty(2, dtype=x.dtype), flow.empty(8, dtype=x.dtype)
+            dist.reduce_scatter_tensor(block, x * 1, dist.ReduceOp.AVG)
+            dist.all_gather_into_tensor(gathered, x * 1)
+            return total, first, block, gathered
+    x = flow.arange(4.0, dtype=flow.float64) * (r + 1)
+    total, first, block, gathered = Collect()(x)
+    base = np.arange(4.0)
+    np.testing.assert_array_equal(total.numpy(), 3 * base)
+    np.testing.assert_array_equal(first.numpy(), 2 * base)
+    np.testing.assert_array_equal(block.numpy(), 1.5 * base[2 * r:2 * r + 2])
+    np.testing.assert_array_equal(gathered.numpy(), np.concatenate([base, 2 * base]))
+
+
+def check_buffers_in_graph():
+    def train(compiled: bool):
+        flow.manual_seed(0)
+        model = nn.parallel.DistributedDataParallel(
+            nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 1))
+            .to(flow.float64))
+        opt = flow.optim.SGD(model.parameters(), lr=0.1)
+
+        class Step(nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+                self.add_optimizer(opt)
+
+            def build(self, x):
+                loss = self.model(x).square().mean()
+                loss.backward()
+                return loss
+        step = Step()
+        rng = np.random.default_rng(dist.get_rank())
+        for _ in range(4):
+            x = flow.tensor(rng.standard_normal((6, 3)))
+            if compiled:
+                step(x)
+            else:
+                opt.zero_grad()
+                model(x).square().mean().backward()
+                opt.step()
+        return [t.detach().numpy() for t in list(model.parameters()) + list(model.buffers())]
+    for got, want in zip(train(True), train(False)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
 def main():
     dist.init_process_group("mpi")
     r = dist.get_rank()
     check_overlap()
+    check_traced_collectives()
+    check_buffers_in_graph()
     flow.manual_seed(0)
     net = Branchy().to(flow.float64)
     ddp = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True)
