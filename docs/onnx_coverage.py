@@ -42,7 +42,8 @@ def _exports(op, samples, opset: int) -> set | None:
     """The ONNX op types of the op's sample models at `opset`, or None if one does not export."""
     used = set()
     for s in samples:
-        args = tuple(flow.tensor(a.astype(np.float32) if a.dtype.kind == "f" else a)
+        dtype = np.float32 if s.float32 else np.float64   # regions in attrs are typed
+        args = tuple(flow.tensor(a.astype(dtype) if a.dtype.kind == "f" else a)
                      for a in s.inputs)
         try:
             proto = to_onnx(_OneOp(op, s.attrs), args, opset_version=opset)

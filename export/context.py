@@ -161,6 +161,27 @@ class LoweringContext:
         count = self.reduce("ReduceProd", self.ints(dims), None, keepdims=False)
         return self.cast(count, dtype)
 
+    # ---- regions (export/subgraphs.py) -------------------------------------------------------
+    def inline(self, region, names: list) -> list:
+        """Lower a region (graph/regions.py) here, its inputs named `names` (outer names are
+        read by lexical scope); returns its outputs' names."""
+        from .subgraphs import inline
+        return inline(self._x, region, list(names))
+
+    def subgraph(self, hint: str):
+        """`with ctx.subgraph("body") as g:` — what is emitted inside the block forms an ONNX
+        subgraph; declare its inputs with `g.input(dtype)` and results with `g.output(names,
+        dtypes)`; `g.graph` is then the GraphProto for an If / Loop / Scan attribute."""
+        from .subgraphs import Subgraph
+        return Subgraph(self._x, hint)
+
+    def region_graph(self, region, names: list):
+        """A subgraph without inputs computing `region` on the outer values `names` (an If's
+        branch)."""
+        with self.subgraph(region.name.replace(".", "_")) as g:
+            g.output(self.inline(region, names), [t.dtype for t in region.out_types])
+        return g.graph
+
     def require_opset(self, opset: int, what: str) -> None:
         """Refuse with a message that names the first opset that has `what`."""
         if self.opset < opset:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from dualflow.graph.ir import Graph
+
 from .errors import ExportError
 
 
@@ -134,6 +136,10 @@ def merge_attr(variants: Variants, trees: list, where: str):
                               f"of a dynamic axis ({trees[1:]!r})")
         return type(first)(merge_attr(variants, [t[i] for t in trees], where)
                            for i in range(len(first)))
+    if isinstance(getattr(first, "graph", None), Graph):   # a region: variants.match compares
+        if any(not isinstance(getattr(t, "graph", None), Graph) for t in trees):  # its nodes
+            raise ExportError(f"{where}: a region in one trace is {trees!r} in another")
+        return first
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         fields = {f.name: merge_attr(variants, [getattr(t, f.name) for t in trees], where)
                   for f in dataclasses.fields(first)}

@@ -20,6 +20,7 @@ from .dims import is_static
 from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
 from .peephole import drop_trailing_empty_outputs, fuse_bias, global_average_pool
+from .subgraphs import at_top, rename, sweep
 from .variants import array_of
 
 
@@ -45,6 +46,7 @@ class Exporter:
         self._taken = set(input_names) | set(output_names)
         self._count = 0
         self._node = None                        # the IR node being lowered
+        self.scopes: list = []                   # enclosing node lists while in a subgraph
         graph = sizes.graph
         for v, name in zip(graph.inputs, input_names):
             self.names[v.id] = name
@@ -106,6 +108,12 @@ class Exporter:
         if dim.terms is None:
             raise ExportError(f"a size ({dim}: {dim.values[0]} as traced) does not follow the "
                               "dynamic axes linearly, so it cannot be computed at run time")
+        with at_top(self):
+            acc = self._dim_sum(dim)
+        self._dim_names[dim] = acc
+        return acc
+
+    def _dim_sum(self, dim) -> str:
         ctx = LoweringContext(self)
         acc = None
         for sym, coeff in dim.terms:
@@ -116,7 +124,6 @@ class Exporter:
             acc = size if acc is None else ctx.emit("Add", [acc, size])
         if dim.const:
             acc = ctx.emit("Add", [acc, ctx.ints([dim.const])])
-        self._dim_names[dim] = acc
         return acc
 
     def add_node(self, proto) -> None:
@@ -130,16 +137,25 @@ class Exporter:
 
     # ---- lowering -------------------------------------------------------------------------------
     def run(self) -> None:
-        for node in self.sizes.nodes:
-            self._node = node
-            try:
-                self._lower(node)
-            except ExportError as exc:
-                raise ExportError(f"{describe_node(node)} cannot be exported: {exc}") from None
-            except Exception as exc:  # a lowering bug: still say where
-                raise ExportError(f"{describe_node(node)}: its ONNX lowering failed with "
-                                  f"{type(exc).__name__}: {exc}") from exc
-        self._node = None
+        self.lower_nodes(self.sizes.nodes)
+
+    def lower_nodes(self, nodes: list, where: str = "") -> None:
+        """Lower `nodes` in order into the current node list (a region's nodes go into a
+        subgraph's: export/subgraphs.py); `where` names the region in messages."""
+        outer = self._node
+        try:
+            for node in nodes:
+                self._node = node
+                try:
+                    self._lower(node)
+                except ExportError as exc:
+                    raise ExportError(f"{describe_node(node)}{where} cannot be exported: "
+                                      f"{exc}") from None
+                except Exception as exc:  # a lowering bug: still say where
+                    raise ExportError(f"{describe_node(node)}{where}: its ONNX lowering failed "
+                                      f"with {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._node = outer
 
     def _static_outputs(self, node) -> bool:
         return all(is_static(self.sizes.shape(v)) for v in node.outputs)
@@ -206,8 +222,7 @@ class Exporter:
         reuses its outputs (lowerings emit e.g. one Shape per dynamic size). Returns the renames."""
         seen, alias, kept = {}, {}, []
         for n in self.nodes:
-            for i, name in enumerate(n.input):
-                n.input[i] = alias.get(name, name)
+            rename(n, alias)
             key = (n.op_type, tuple(n.input), tuple(a.SerializeToString() for a in n.attribute))
             if key in seen:
                 alias.update(zip(n.output, seen[key].output))
@@ -233,23 +248,16 @@ class Exporter:
             else:
                 ctx.emit("Identity", [name], outputs=[out])
         for n in self.nodes:
-            for seq in (n.input, n.output):
-                for i, name in enumerate(seq):
-                    if name in claimed:
-                        seq[i] = claimed[name]
+            rename(n, claimed)
+            for i, name in enumerate(n.output):
+                n.output[i] = claimed.get(name, name)
         if self.fold:
             self.nodes = fold_affine(self.nodes, self.initializers, output_names, self.const)
         self.nodes = fuse_bias(self.nodes, self.initializers, output_names, self.const)
         self.nodes = global_average_pool(self.nodes, self.initializers, output_names,
                                          self._rank_of())
         drop_trailing_empty_outputs(self.nodes)
-        live = set(output_names)
-        kept = []
-        for n in reversed(self.nodes):
-            if any(o in live for o in n.output):
-                kept.append(n)
-                live.update(i for i in n.input if i)
-        self.nodes = kept[::-1]
+        self.nodes, live = sweep(self.nodes, output_names)
         self.initializers = [t for t in self.initializers if t.name in live]
 
 

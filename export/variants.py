@@ -72,10 +72,36 @@ def _check_same_structure(g0, g, nodes0, desc: str) -> list:
 
 
 def _all_values(graph, nodes) -> dict:
+    """Every value of the graph, those inside the nodes' regions too (ids are unique across
+    levels), so region shapes that follow a dynamic axis get Dims like any other."""
     values = {v.id: v for v in graph.inputs + graph.params + graph.consts}
     for n in nodes:
         values.update({v.id: v for v in n.outputs})
+        for r in n.regions():
+            values.update(_all_values(r.graph, live_nodes(r.graph)))
     return values
+
+
+def _merge_attrs(sizes: Sizes, variants: Variants, per_graph: list, describe) -> None:
+    """Record the attributes with Dims of the nodes `per_graph[0]` (their versions in the
+    other traces in `per_graph[1:]`), and of the nodes of their regions, which must match
+    node for node too."""
+    for k, n in enumerate(per_graph[0]):
+        versions = [nodes[k] for nodes in per_graph]
+        for regions in zip(*(m.regions() for m in versions)):
+            g0 = regions[0].graph
+            inner = [live_nodes(g0)]
+            inner += [_check_same_structure(g0, r.graph, inner[0], describe(j))
+                      for j, r in enumerate(regions[1:], 1)]
+            if [v.id for v in g0.inputs] != [v.id for v in regions[-1].graph.inputs]:
+                raise ExportError(f"the inputs of {describe_node(n)}'s region {g0.name} "
+                                  f"change with {describe(len(regions) - 1)}")
+            _merge_attrs(sizes, variants, inner, describe)
+        merged = {name: merge_attr(variants, [m.attrs[name] for m in versions],
+                                   f"{describe_node(n)}, attribute {name!r}")
+                  for name in n.attrs}
+        if not is_static(list(merged.values())):
+            sizes.attrs[id(n)] = merged
 
 
 def match(graphs: list, variants: Variants, describe) -> Sizes:
@@ -101,12 +127,7 @@ def match(graphs: list, variants: Variants, describe) -> Sizes:
                                   for i in range(len(shapes[0])))
         if v.kind in ("param", "const"):
             _check_constant(sizes, [vals[vid] for vals in values], nodes0, describe)
-    for k, n in enumerate(nodes0):
-        trees = {name: [nodes[k].attrs[name] for nodes in per_graph] for name in n.attrs}
-        merged = {name: merge_attr(variants, t, f"{describe_node(n)}, attribute {name!r}")
-                  for name, t in trees.items()}
-        if not is_static(list(merged.values())):
-            sizes.attrs[id(n)] = merged
+    _merge_attrs(sizes, variants, per_graph, describe)
     return sizes
 
 

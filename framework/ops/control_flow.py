@@ -13,6 +13,7 @@ that ran. Each step's gradient comes from replaying the region's nodes under aut
 """
 from __future__ import annotations
 
+from ..dtype import bool_, int64
 from ..grad_mode import enable_grad
 from ..tensor import Tensor
 from ..utils.pytree import flatten, unflatten
@@ -128,7 +129,24 @@ def _cond_vjp(g, out, pred, *args, branches):
     return (None, *_spread(res, args))
 
 
-cond_op = defop("cond", _cond_kernel, _cond_infer, _cond_vjp, num_outputs=None)
+def _onnx_truth(ctx, name: str, t: TensorType) -> str:
+    """A one-element condition as the bool scalar ONNX If and Loop take."""
+    if t.dtype is not bool_:
+        name = ctx.cast(name, bool_)
+    return ctx.reshape(name, []) if len(t.shape) else name
+
+
+def _cond_onnx(ctx, node):
+    """ONNX If: each branch a subgraph reading the operands and captures by outer name."""
+    outer = ctx.inputs(node)[1:]
+    then_g, else_g = (ctx.region_graph(r, outer) for r in node.attrs["branches"])
+    pred = _onnx_truth(ctx, ctx.input(node, 0), node.inputs[0].type)
+    return ctx.emit("If", [pred], outputs=len(node.outputs), then_branch=then_g,
+                    else_branch=else_g)
+
+
+cond_op = defop("cond", _cond_kernel, _cond_infer, _cond_vjp, num_outputs=None,
+                onnx=_cond_onnx)
 
 
 def cond(pred, true_fn, false_fn, operands=()):
@@ -223,8 +241,30 @@ _NO_REVERSE = ("while_loop: a backward pass through a loop without `max_iters` i
                "(its steps are not saved); pass max_iters=N to make it reverse-differentiable, "
                "or run the loop under no_grad")
 
+def _while_onnx(ctx, node):
+    """ONNX Loop: the condition is tested before the loop, and again at the end of each body
+    run on the new carry (an ONNX Loop body returns the next condition); max_iters is the
+    trip count."""
+    a = node.attrs
+    cond_r, body_r, n = a["cond_fn"], a["body_fn"], a["n_carry"]
+    names = ctx.inputs(node)
+    carry, caps = names[:n], names[n:]
+
+    def test(values: list) -> str:
+        return _onnx_truth(ctx, ctx.inline(cond_r, values + caps)[0], cond_r.out_types[0])
+    first = test(carry)
+    with ctx.subgraph("while_body") as body:
+        body.input(int64, [], "iteration")
+        body.input(bool_, [], "cond")
+        new = ctx.inline(body_r, [body.input(v.type.dtype) for v in node.inputs[:n]] + caps)
+        body.output([test(new)] + new, [bool_] + [t.dtype for t in body_r.out_types],
+                    [[]] + [None] * n)
+    trips = "" if a["max_iters"] is None else ctx.scalar(a["max_iters"], int64)
+    return ctx.emit("Loop", [trips, first, *carry], outputs=n, body=body.graph)
+
+
 while_loop_op = defop("while_loop", _while_kernel, _while_infer, _while_vjp,
-                      num_outputs=None)
+                      num_outputs=None, onnx=_while_onnx)
 
 
 def _stop_reverse_vjp(g, out, x, reason):
@@ -232,7 +272,8 @@ def _stop_reverse_vjp(g, out, x, reason):
 
 
 stop_reverse = defop("stop_reverse", lambda xp, x, reason: x, lambda x, reason: x,
-                     _stop_reverse_vjp, returns_input=True)
+                     _stop_reverse_vjp, returns_input=True,
+                     onnx=lambda ctx, node: ctx.input(node, 0))
 
 
 def while_loop(cond_fn, body_fn, carried_inputs, max_iters: int | None = None):
@@ -351,7 +392,28 @@ def _scan_vjp(g, out, *args, body, n_carry, n_xs, dim, reverse, length):
     return (*_spread(g_init, carry0), *_spread(g_xs, xs), *_spread(g_caps, caps))
 
 
-scan_op = defop("scan", _scan_kernel, _scan_infer, _scan_vjp, num_outputs=None)
+def _scan_onnx(ctx, node):
+    """ONNX Scan: carries are its state, xs its scan inputs sliced along `dim` (from the end
+    with `reverse`, the ys then filled from the end too, so they line up with xs); captures
+    are read by outer name."""
+    a = node.attrs
+    nc, nx = a["n_carry"], a["n_xs"]
+    ctx.attr(node, "length")   # may follow a dynamic axis: Scan takes it from xs
+    names = ctx.inputs(node)
+    body_r = a["body"]
+    with ctx.subgraph("scan_body") as body:
+        formal = [body.input(v.type.dtype) for v in node.inputs[:nc + nx]]
+        body.output(ctx.inline(body_r, formal + names[nc + nx:]),
+                    [t.dtype for t in body_r.out_types])
+    ny, d, rev = len(node.outputs) - nc, a["dim"], int(a["reverse"])
+    return ctx.emit("Scan", names[:nc + nx], outputs=len(node.outputs), body=body.graph,
+                    num_scan_inputs=nx, scan_input_axes=[d] * nx,
+                    scan_input_directions=[rev] * nx, scan_output_axes=[d] * ny or None,
+                    scan_output_directions=[rev] * ny or None)
+
+
+scan_op = defop("scan", _scan_kernel, _scan_infer, _scan_vjp, num_outputs=None,
+                onnx=_scan_onnx)
 
 
 def scan(combine_fn, init, xs, dim: int = 0, reverse: bool = False):
