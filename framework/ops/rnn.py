@@ -204,6 +204,18 @@ def _backward_vjp(op: str, cell: _Cell):
 
 
 # ---- ONNX --------------------------------------------------------------------------------------
+def _onnx_state(ctx, node, i: int) -> str:
+    """Input i, a (B, H) state, as ONNX's (1, B, H): a Slice of the (layers, B, H) state it was
+    taken from (`h[k]`, as nn.LSTM does), else an Unsqueeze."""
+    src = ctx.producer(node.inputs[i])
+    if src is not None and src.op.name == "getitem" and len(src.inputs) == 1 and \
+            len(src.inputs[0].type.shape) == 3 and isinstance(src.attrs["key"], tuple) and \
+            len(src.attrs["key"]) == 1 and isinstance(src.attrs["key"][0], int):
+        k = src.attrs["key"][0] % src.inputs[0].type.shape[0]
+        return ctx.slice(ctx.input(src, 0), [k], [k + 1], [0])
+    return ctx.unsqueeze(ctx.input(node, i), [0])
+
+
 def _lower(cell: _Cell):
     """ONNX's LSTM / GRU / RNN, one direction: the weights' gate blocks reordered by a Gather,
     states and outputs given / stripped of ONNX's num_directions axis."""
@@ -219,7 +231,7 @@ def _lower(cell: _Cell):
         if len(node.inputs) == 5 + n:
             both = ctx.emit("Concat", [ctx.input(node, 3 + n), ctx.input(node, 4 + n)], axis=0)
             b = reordered(both, np.concatenate([rows, rows + cell.gates * H]))
-        states = [ctx.unsqueeze(ctx.input(node, 1 + k), [0]) for k in range(n)]
+        states = [_onnx_state(ctx, node, 1 + k) for k in range(n)]
         outs = ctx.emit(cell.onnx, [ctx.input(node, 0), w, r, b, "", *states],
                         outputs=[None if ctx.used(node, k) else "" for k in range(1 + n)],
                         hidden_size=H, direction="reverse" if node.attrs["reverse"] else "forward",
