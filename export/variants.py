@@ -91,11 +91,11 @@ def _merge_attrs(sizes: Sizes, variants: Variants, per_graph: list, describe) ->
         for regions in zip(*(m.regions() for m in versions)):
             g0 = regions[0].graph
             inner = [live_nodes(g0)]
-            inner += [_check_same_structure(g0, r.graph, inner[0], describe(j))
-                      for j, r in enumerate(regions[1:], 1)]
-            if [v.id for v in g0.inputs] != [v.id for v in regions[-1].graph.inputs]:
-                raise ExportError(f"the inputs of {describe_node(n)}'s region {g0.name} "
-                                  f"change with {describe(len(regions) - 1)}")
+            for j, r in enumerate(regions[1:], 1):
+                if [v.id for v in r.graph.inputs] != [v.id for v in g0.inputs]:
+                    raise ExportError(f"the inputs of region {g0.name} of {describe_node(n)} "
+                                      f"change with {describe(j)}")
+                inner.append(_check_same_structure(g0, r.graph, inner[0], describe(j)))
             _merge_attrs(sizes, variants, inner, describe)
         merged = {name: merge_attr(variants, [m.attrs[name] for m in versions],
                                    f"{describe_node(n)}, attribute {name!r}")

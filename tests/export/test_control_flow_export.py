@@ -89,8 +89,14 @@ def _until_small(m, x):
 
 
 def _until_large(m, x):
-    steps, h = flow.while_loop(lambda i, h: h.sum() < 50.0, lambda i, h: (i + 1, h * 1.5 + 0.1),
-                               (flow.tensor(0), x))
+    """The condition is a float [1] tensor (ONNX wants a bool scalar); `rate` passes through
+    the body unchanged."""
+    def small(i, h, rate):
+        return (h.sum() < 50.0).float().reshape(1)
+
+    def grow(i, h, rate):
+        return i + 1, h * rate + 0.1, rate
+    steps, h, _ = flow.while_loop(small, grow, (flow.tensor(0), x, flow.tensor(1.5)))
     return steps, h
 
 
@@ -208,15 +214,27 @@ def test_a_body_that_changes_with_a_dynamic_size_is_refused():
         to_onnx(Fn(_body_depends_on_length), (_x(3, 4),), dynamic_axes={"input_0": {0: "seq"}})
 
 
+def _random_branch(m, x):
+    return flow.cond(x.sum() > 0, lambda a: a + flow.rand_like(a), lambda a: a, (x,))
+
+
+def test_an_op_that_cannot_be_exported_inside_a_branch_is_named_with_the_branch():
+    with pytest.raises(ExportError, match=r"op 'cond' .*cannot be exported: op '\w+' .*in "
+                                          r"cond\.true cannot be exported"):
+        to_onnx(Fn(_random_branch), (_x(3),))
+
+
 # ---- nesting ------------------------------------------------------------------------------------
 def _cond_in_scan(m, xs):
+    """scan -> cond -> scan: the false branch runs a scan over the step's row."""
     (w,) = m.ws
 
+    def damp(a, b):
+        return flow.scan(lambda c, r: (c * 0.9 + r, None), a, b.unsqueeze(1))[0]
+
     def step(h, x):
-        h = flow.cond(x.sum() > 0, lambda a, b: (a @ w + b).tanh(), lambda a, b: a * 0.5 - b,
-                      (h, x))
-        inner, _ = flow.scan(lambda c, r: (c + r * c.sum(), None), h, x.unsqueeze(1))
-        return inner, h.sum()
+        h = flow.cond(x.sum() > 0, lambda a, b: (a @ w + b).tanh(), damp, (h, x))
+        return h, h.max()
     return flow.scan(step, flow.zeros(3), xs)
 
 
