@@ -155,14 +155,15 @@ class Subgraph:
             n.name = f"{self.name}{n.name}"
         self.graph = helper.make_graph(nodes, self.name, self._inputs, self._outputs)
 
-
     def _tidy(self, nodes: list, outputs: list) -> list:
         """The top level's peepholes (safe here too: nested subgraphs read this one's values
         through Identities), then only the nodes the outputs need."""
         x = self._x
+        read = {i for n in nodes for i in n.input}
+        inits = [t for t in x.initializers if t.name in read]   # all the rules look up
         if x.fold:
-            nodes = fold_affine(nodes, x.initializers, outputs, x.const)
-        nodes = fuse_bias(nodes, x.initializers, outputs, x.const)
+            nodes = fold_affine(nodes, inits, outputs, x.const)
+        nodes = fuse_bias(nodes, inits, outputs, x.const)
         drop_trailing_empty_outputs(nodes)
         return sweep(nodes, outputs)[0]
 

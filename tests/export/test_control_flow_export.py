@@ -296,3 +296,33 @@ def test_a_conv_read_by_a_branch_is_not_folded_with_batch_norm():
     model = ConvThenBranch().eval()
     proto = check_model_matches(model, (_x(1, 2, 5, 5, shift=0.5),))
     _same_on(proto, model, (_x(1, 2, 5, 5, shift=-0.5),))
+
+
+def _read_in_a_body(m, xs):
+    """The same hazard one level down: inside a scan body, a nested branch reads the product."""
+    def step(h, x):
+        with_bias, branch = _bias_after_a_read(m, x)
+        return h + with_bias + branch, with_bias
+    return flow.scan(step, flow.zeros(xs.shape[1], 3), xs)
+
+
+def test_a_value_read_by_a_nested_branch_keeps_its_meaning_inside_a_body():
+    model = Fn(_read_in_a_body, (3, 4), (3,))
+    xs = _x(4, 2, 4)
+    assert len({bool(x.sum() > 0) for x in xs.numpy()}) == 2   # both branches across the steps
+    check_model_matches(model, (xs,))
+
+
+class BranchWithBatchNorm(ConvThenBranch):
+    def forward(self, x):
+        return flow.cond(x.mean() > 0, lambda a: self.bn(self.conv(a)),
+                         lambda a: self.conv(a) * 0.5, (x,))
+
+
+def test_batch_norm_inside_a_branch_is_folded_into_its_conv():
+    model = BranchWithBatchNorm().eval()
+    proto = check_model_matches(model, (_x(1, 2, 5, 5, shift=0.5),))
+    _same_on(proto, model, (_x(1, 2, 5, 5, shift=-0.5),))
+    (branch,) = [a.g for n in proto.graph.node if n.op_type == "If" for a in n.attribute
+                 if a.name == "then_branch"]
+    assert [n.op_type for n in branch.node] == ["Conv"]
