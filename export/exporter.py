@@ -19,7 +19,9 @@ from .context import LoweringContext, onnx_dtype
 from .dims import is_static
 from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
-from .peephole import drop_trailing_empty_outputs, fuse_bias, global_average_pool
+from .fuse_layer_norm import layer_normalization
+from .peephole import (drop_trailing_empty_outputs, fuse_bias, global_average_pool,
+                       softmax_of_kept_rows)
 from .subgraphs import at_top, rename, sweep
 from .variants import array_of
 
@@ -216,6 +218,12 @@ class Exporter:
         ranks = {self.names[v.id]: len(v.type.shape) for v in values if v.id in self.names}
         return ranks.get
 
+    def _shape_of(self):
+        """name -> static shape (as traced) of the IR value lowered under that name."""
+        values = list(self.sizes.graph.inputs) + [v for n in self.sizes.nodes for v in n.outputs]
+        shapes = {self.names[v.id]: self.sizes.shape(v) for v in values if v.id in self.names}
+        return shapes.get
+
     # ---- outputs --------------------------------------------------------------------------------
     def _merge_repeats(self) -> dict:
         """Common subexpressions: a node with the op, inputs and attributes of an earlier one
@@ -254,6 +262,11 @@ class Exporter:
         if self.fold:
             self.nodes = fold_affine(self.nodes, self.initializers, output_names, self.const)
         self.nodes = fuse_bias(self.nodes, self.initializers, output_names, self.const)
+        shape_of = self._shape_of()
+        if self.opset >= 17:
+            self.nodes = layer_normalization(self.nodes, self.initializers, output_names,
+                                             shape_of, self.const)
+        self.nodes = softmax_of_kept_rows(self.nodes, self.initializers, output_names, shape_of)
         self.nodes = global_average_pool(self.nodes, self.initializers, output_names,
                                          self._rank_of())
         drop_trailing_empty_outputs(self.nodes)

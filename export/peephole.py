@@ -11,6 +11,13 @@ per output channel (Conv) or column (Gemm).
 (MaxPool's Indices) is valid ONNX, but ONNX Runtime then keeps the node out of its layout
 transforms (NCHWc MaxPool); omitting it says the same.
 
+`softmax_of_kept_rows`: attention's safe softmax (rows that mask every key give zeros) exports
+as `Where(dead, 0, Softmax(Where(dead, 0, s)))`; with one condition value per row the inner
+Where changes nothing the outer one keeps, so the Softmax reads s directly (exact).
+
+`global_average_pool`: adaptive average pooling to 1x1 as one GlobalAveragePool. LayerNorm's
+arithmetic becomes one LayerNormalization in `fuse_layer_norm.py`.
+
 Dead Reshapes and initializers are left for the exporter's final sweep.
 """
 from __future__ import annotations
@@ -179,3 +186,35 @@ def global_average_pool(nodes: list, initializers: list, outputs: list, rank_of)
         second.input.append(first.input[1])
         dropped.add(id(first))
     return [n for n in nodes if id(n) not in dropped]
+
+
+def _made_by(g: _Graph, name: str | None, op_type: str):
+    """The node of `op_type` that produces `name`, or None."""
+    node = g.producer.get(name) if name else None
+    return node if node is not None and node.op_type == op_type else None
+
+
+def softmax_of_kept_rows(nodes: list, initializers: list, outputs: list, shape_of) -> list:
+    """`Where(c, z, Softmax(Where(c, z', s)))` made `Where(c, z, Softmax(s))` when the condition
+    c is one value per softmax row (size 1 along its axis): the inner Where only keeps the rows
+    the outer one replaces from turning into NaN, so dropping it changes no result. Attention's
+    safe softmax (rows that mask every key give zeros) exports so; one full pass less per head."""
+    g = _Graph(nodes, initializers, outputs)
+    for outer in nodes:
+        if outer.op_type != "Where":
+            continue
+        soft = _made_by(g, outer.input[2], "Softmax")
+        inner = None if soft is None else _made_by(g, soft.input[0], "Where")
+        if inner is None or inner.input[0] != outer.input[0] or \
+                not g.read_once(soft.output[0]) or not g.read_once(inner.output[0]) or \
+                soft.output[0] in outputs or inner.output[0] in outputs:
+            continue
+        cond, scores = shape_of(outer.input[0]), shape_of(inner.input[2])
+        if cond is None or scores is None or len(cond) > len(scores):
+            continue
+        axis = _attr(soft, "axis", -1) % len(scores)
+        row_axis = axis - (len(scores) - len(cond))  # the condition's dims align at the right
+        if row_axis >= 0 and cond[row_axis] != 1:
+            continue
+        soft.input[0] = inner.input[2]
+    return nodes

@@ -91,7 +91,10 @@ def _lower_relu(ctx, node):
 
 
 def _lower_gelu(ctx, node):
-    """Gelu from opset 20; before, its formula (exact with Erf, or the tanh approximation)."""
+    """Gelu from opset 20; before, its formula (exact with Erf, or the tanh approximation). The
+    exact form divides by sqrt(2) where the kernel multiplies by its inverse (equal to rounding):
+    ONNX Runtime recognises `x * 0.5 * (1 + Erf(x / sqrt(2)))` and runs one Gelu kernel (fused
+    with the bias before it), which it does not for the product."""
     dtype = node.outputs[0].type.dtype
     x, tanh_form = ctx.input_as(node, 0, dtype), node.attrs.get("approximate") == "tanh"
     if ctx.opset >= 20:
@@ -104,7 +107,7 @@ def _lower_gelu(ctx, node):
         inner = times(ctx.emit("Add", [x, times(cube, _GELU_CUBIC)]), _SQRT_2_OVER_PI)
         curve = ctx.emit("Tanh", [inner])
     else:
-        curve = ctx.emit("Erf", [times(x, _SQRT_HALF)])
+        curve = ctx.emit("Erf", [ctx.emit("Div", [x, ctx.scalar(math.sqrt(2.0), dtype)])])
     return ctx.emit("Mul", [times(x, 0.5), ctx.emit("Add", [curve, ctx.scalar(1, dtype)])])
 
 
