@@ -19,8 +19,9 @@ class Device:
         if ":" in spec:
             spec, idx = spec.split(":", 1)
             index = int(idx)
+        backend = _BY_NAME.get(spec) or array_backends.get(spec)   # the latter raises
         self.type = spec
-        self.index = (index or 0) if array_backends.get(spec).indexed else None
+        self.index = (index or 0) if backend.indexed else None
 
     @property
     def backend(self) -> Backend:

@@ -16,12 +16,13 @@ class Generator:
 
     def __init__(self, device="cpu"):
         self.device = Device(device)
+        self._backend = self.device.backend   # kept: it draws even if the type is unregistered
         self._seed = 67280421310721
         self.manual_seed(self._seed)
 
     def manual_seed(self, seed: int) -> "Generator":
         self._seed = int(seed)
-        self._rng = self.device.backend.new_rng(self._seed)
+        self._rng = self._backend.new_rng(self._seed)
         return self
 
     def seed(self) -> int:
@@ -34,10 +35,10 @@ class Generator:
 
     def get_state(self):
         """A snapshot for `set_state`, or None where the backend cannot take one."""
-        return self.device.backend.rng_state(self._rng)
+        return self._backend.rng_state(self._rng)
 
     def set_state(self, st) -> None:
-        self.device.backend.set_rng_state(self._rng, st)
+        self._backend.set_rng_state(self._rng, st)
 
     @property
     def rng(self):

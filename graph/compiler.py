@@ -20,7 +20,9 @@ from .passes import configured_passes, run_passes
 
 
 def graph_xp(graph: Graph):
-    for v in graph.inputs + graph.params:
+    """The array module of the graph's device: its inputs' and parameters', or its results' for
+    a graph that makes its own values (`full(..., device=...)` with no tensor input)."""
+    for v in graph.inputs + graph.params + graph.outputs:
         dev = v.type.device
         if dev is not None and getattr(dev, "type", "cpu") != "cpu":
             return dev.xp
