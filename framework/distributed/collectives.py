@@ -16,7 +16,7 @@ import numpy as np
 from ..grad_mode import no_grad
 from ..ops.dispatch import state as dispatch_state
 from ..tensor import Tensor
-from .process_group import backend, check_group
+from .groups import ProcessGroup, communicator, group_rank
 from . import graph_ops
 from .reduce_op import ReduceOp, check_reduce_op
 from .work import Work
@@ -64,8 +64,14 @@ def _finish(work: Work, async_op: bool):
     return None
 
 
-def _tracing() -> bool:
-    return bool(dispatch_state.interpreters)
+def _tracing(group, where: str) -> bool:
+    """Whether a graph is being traced (the collective becomes nodes there: world only)."""
+    if not dispatch_state.interpreters:
+        return False
+    if isinstance(group, ProcessGroup):
+        raise NotImplementedError(f"{where}: collectives over a new_group() subgroup run "
+                                  f"eagerly only; inside a traced graph use the world group")
+    return True
 
 
 def _in_graph(target: Tensor, start, keep_alive: tuple, async_op: bool):
@@ -80,10 +86,9 @@ def _in_graph(target: Tensor, start, keep_alive: tuple, async_op: bool):
 
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
     """Every rank's `tensor` becomes the reduction (`op`) of all ranks' values."""
-    check_group(group, "all_reduce")
-    comm = backend("all_reduce")
+    comm = communicator(group, "all_reduce")
     check_reduce_op(op, "all_reduce")
-    if _tracing():
+    if _tracing(group, "all_reduce"):
         with no_grad():
             return _in_graph(tensor, graph_ops.all_reduce_start(tensor, op=op.value), (),
                              async_op)
@@ -93,10 +98,10 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
 
 def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
     """Every rank's `tensor` becomes rank `src`'s."""
-    check_group(group, "broadcast")
-    comm = backend("broadcast")
+    comm = communicator(group, "broadcast")
+    src = group_rank(group, src, "broadcast", "src")
     _check_rank(src, comm, "broadcast", "src")
-    if _tracing():
+    if _tracing(group, "broadcast"):
         with no_grad():
             return _in_graph(tensor, graph_ops.broadcast_start(tensor, src=src), (), async_op)
     a = _array(tensor, "broadcast")
@@ -107,10 +112,9 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
                            async_op: bool = False):
     """`output_tensor` (world_size times `input_tensor`'s elements: concatenated along dim 0 or
     stacked) gets every rank's input, in rank order."""
-    check_group(group, "all_gather_into_tensor")
-    comm = backend("all_gather_into_tensor")
+    comm = communicator(group, "all_gather_into_tensor")
     _check_sizes("all_gather_into_tensor", output_tensor, input_tensor, comm.size)
-    if _tracing():
+    if _tracing(group, "all_gather_into_tensor"):
         with no_grad():
             flat = input_tensor.reshape(-1)
             start = graph_ops.all_gather_start(flat, world=comm.size)
@@ -122,8 +126,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
 
 def all_gather(tensor_list: Sequence[Tensor], tensor: Tensor, group=None, async_op: bool = False):
     """`tensor_list[r]` gets rank r's `tensor` (one list entry per rank, each of its shape)."""
-    check_group(group, "all_gather")
-    comm = backend("all_gather")
+    comm = communicator(group, "all_gather")
     if len(tensor_list) != comm.size:
         raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a world of "
                          f"{comm.size} ranks")
@@ -151,11 +154,10 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
                           group=None, async_op: bool = False):
     """Rank r's `output` gets the reduction of every rank's r-th block of `input` (world_size
     blocks along dim 0, each `output`'s size)."""
-    check_group(group, "reduce_scatter_tensor")
-    comm = backend("reduce_scatter_tensor")
+    comm = communicator(group, "reduce_scatter_tensor")
     check_reduce_op(op, "reduce_scatter_tensor")
     _check_sizes("reduce_scatter_tensor", input, output, comm.size)
-    if _tracing():
+    if _tracing(group, "reduce_scatter_tensor"):
         with no_grad():
             flat = input.reshape(-1)
             start = graph_ops.reduce_scatter_start(flat, op=op.value, world=comm.size)
@@ -167,8 +169,8 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
 
 
 def isend(tensor: Tensor, dst: int, group=None, tag: int = 0) -> Work:
-    check_group(group, "isend")
-    comm = backend("isend")
+    comm = communicator(group, "isend")
+    dst = group_rank(group, dst, "isend", "dst")
     _check_rank(dst, comm, "isend", "dst")
     a = _array(tensor, "isend", written=False)
     return staged(comm, [a], lambda x: comm.send(x, dst, tag))
@@ -176,12 +178,16 @@ def isend(tensor: Tensor, dst: int, group=None, tag: int = 0) -> Work:
 
 def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> Work:
     """`result()` of the Work is the sender's rank (useful with `src=None`: any sender)."""
-    check_group(group, "irecv")
-    comm = backend("irecv")
+    comm = communicator(group, "irecv")
     if src is not None:
+        src = group_rank(group, src, "irecv", "src")
         _check_rank(src, comm, "irecv", "src")
     a = _array(tensor, "irecv")
-    return staged(comm, [a], lambda x: comm.recv(x, src, tag))
+    work = staged(comm, [a], lambda x: comm.recv(x, src, tag))
+    if isinstance(group, ProcessGroup):   # the sender as a world rank, as PyTorch reports it
+        sender = work._then
+        work._then = lambda: group.ranks[sender()]
+    return work
 
 
 def send(tensor: Tensor, dst: int, group=None, tag: int = 0) -> None:
@@ -194,8 +200,7 @@ def recv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0) -> in
 
 
 def barrier(group=None, async_op: bool = False):
-    check_group(group, "barrier")
-    return _finish(backend("barrier").barrier(), async_op)
+    return _finish(communicator(group, "barrier").barrier(), async_op)
 
 
 def _check_rank(rank: int, comm, where: str, name: str) -> None:

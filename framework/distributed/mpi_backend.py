@@ -32,10 +32,11 @@ def _mpi_type(MPI, dtype: np.dtype):
 class MPIBackend:
     name = "mpi"
 
-    def __init__(self):
+    def __init__(self, comm=None):
         MPI = _import_mpi()
         self.MPI = MPI
-        self.comm = MPI.COMM_WORLD.Dup()   # our own context: user MPI traffic cannot cross ours
+        # our own context: user MPI traffic cannot cross ours
+        self.comm = MPI.COMM_WORLD.Dup() if comm is None else comm
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
@@ -121,6 +122,11 @@ class MPIBackend:
         if self.size == 1:
             return completed()
         return self._work(self.comm.Ibarrier())
+
+    def split(self, member: bool) -> "MPIBackend | None":
+        """A communicator of the member ranks (every rank calls it), or None on the others."""
+        comm = self.comm.Split(0 if member else self.MPI.UNDEFINED, self.rank)
+        return MPIBackend(comm) if member else None
 
     def abort(self, code: int) -> None:
         self.MPI.COMM_WORLD.Abort(code)

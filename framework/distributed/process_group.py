@@ -1,7 +1,7 @@
 """The process group: which communicator collectives use, this process's rank and the world size.
 
-There is one group, the world, as MPI's launcher starts it (`mpiexec -n 4 python train.py`): rank
-and size come from the launcher. On initialisation an uncaught exception on any rank aborts every
+The default group is the world, as MPI's launcher starts it (`mpiexec -n 4 python train.py`): rank
+and size come from the launcher (subgroups: `groups.py`). On initialisation an uncaught exception on any rank aborts every
 rank (MPI_Abort), so one failing process ends the job with an error instead of leaving the others
 blocked in a collective forever."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ _previous_excepthook = None
 
 
 class _World:
-    """`group.WORLD`: the only group; collectives accept it (or None) as `group=`."""
+    """`group.WORLD`: the default group; collectives accept it (or None) as `group=`."""
 
     def __repr__(self) -> str:
         return "<dualflow.distributed.group.WORLD>"
@@ -90,10 +90,16 @@ def _install_abort_on_error() -> None:
 
 
 def destroy_process_group(group=None) -> None:
+    """Free `group` (a new_group), or, by default, the world and every group."""
     global _backend
+    from .groups import ProcessGroup, destroy_groups
+    if isinstance(group, ProcessGroup):
+        destroy_groups(group)
+        return
     check_group(group, "destroy_process_group")
     if _backend is None:
         raise RuntimeError("destroy_process_group: no process group is initialized")
+    destroy_groups()
     if watchdog.active is not None:
         watchdog.active.stop()
         watchdog.active = None
@@ -124,18 +130,22 @@ def backend(where: str = "distributed"):
 
 
 def check_group(group, where: str) -> None:
+    """For what runs on the world only (DistributedDataParallel, ZeRO, checkpoints)."""
     if group is not None and not isinstance(group, _World):
         raise ValueError(f"{where}: only the world group is supported (group=None)")
 
 
 def get_rank(group=None) -> int:
-    check_group(group, "get_rank")
-    return backend("get_rank").rank
+    """This process's rank in `group` (the world by default); -1 when it is no member."""
+    from .groups import GroupMember, communicator
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return -1
+    return communicator(group, "get_rank").rank
 
 
 def get_world_size(group=None) -> int:
-    check_group(group, "get_world_size")
-    return backend("get_world_size").size
+    from .groups import communicator
+    return communicator(group, "get_world_size").size
 
 
 def get_backend(group=None) -> str:

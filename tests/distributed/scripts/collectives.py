@@ -10,6 +10,44 @@ def check(got, want, what):
         raise AssertionError(f"rank {dist.get_rank()}: {what}: got {got}, want {want}")
 
 
+def check_groups(r, n):
+    """new_group: members of the evens and of the odds reduce among themselves."""
+    odds, evens = list(range(1, n, 2)), list(range(0, n, 2))
+    odd, even = dist.new_group(odds), dist.new_group(evens)   # every rank calls both
+    mine, members, other = (even, evens, odd) if r % 2 == 0 else (odd, odds, even)
+    check(other is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(other) == -1, True,
+          "the other group is not ours")
+    check((dist.get_rank(mine), dist.get_world_size(mine)), (members.index(r), len(members)),
+          "rank and size in the group")
+    t = flow.full((2,), float(r))
+    dist.all_reduce(t, group=mine)
+    check(t.numpy(), [float(sum(members))] * 2, "all_reduce in a group")
+    t = flow.full((2,), float(r))
+    dist.broadcast(t, members[-1], group=mine)   # src is a world rank, as in PyTorch
+    check(t.numpy(), [float(members[-1])] * 2, "broadcast in a group")
+    box = [r]
+    dist.broadcast_object_list(box, src=members[0], group=mine)
+    check(box[0], members[0], "broadcast_object_list in a group")
+    if len(members) > 1 and r in members[:2]:
+        if r == members[0]:
+            dist.send(flow.full((1,), float(r)), members[1], group=mine)
+        else:
+            check(dist.recv(flow.zeros(1), members[0], group=mine), members[0],
+                  "recv in a group reports the world rank")
+    try:
+        dist.broadcast(t, next(k for k in range(n) if k not in members), group=mine)
+    except ValueError as e:
+        check("is not a member" in str(e), True, "broadcast from a non-member")
+    else:
+        raise AssertionError("a broadcast from a non-member was not refused")
+    dist.barrier(group=mine)
+    dist.destroy_process_group(mine)
+    try:
+        dist.all_reduce(t, group=mine)
+    except RuntimeError as e:
+        check("destroyed" in str(e), True, "a destroyed group")
+
+
 def main():
     dist.init_process_group("mpi")
     r, n = dist.get_rank(), dist.get_world_size()
@@ -51,6 +89,7 @@ def main():
     box = [{"rank": r}] if r == 0 else [None]
     dist.broadcast_object_list(box, src=0)
     check(box[0]["rank"], 0, "broadcast_object_list")
+    check_groups(r, n)
     dist.barrier()
     if r == 0:
         print("collectives ok")
