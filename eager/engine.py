@@ -177,8 +177,14 @@ def _call_vjp(node: Node, grads: list) -> tuple:
     return result
 
 
+def _same_shape(a: tuple, b: tuple) -> bool:
+    """`a == b`, lengths first: tuples compare items before lengths, and an item that is a
+    symbolic size (a dynamic axis being traced) would record a needless guard."""
+    return len(a) == len(b) and a == b
+
+
 def _fit(grad: Tensor, shape: tuple, node: Node, i: int) -> Tensor:
-    if grad.shape == shape:
+    if _same_shape(grad.shape, shape):
         return grad
     try:
         return core_ops.sum_to(grad, shape=tuple(shape))
@@ -333,7 +339,7 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 elif hooked is not None and edge is not None:
                     post_accumulate.edge_done(hooked, edge, False)
                 continue
-            if g.shape != in_shapes[i]:
+            if not _same_shape(g.shape, in_shapes[i]):
                 g = _fit(g, in_shapes[i], node, i)
             if isinstance(edge, Node):
                 buf = buffers.get(edge)

@@ -7,6 +7,7 @@ from . import dtype as dt
 from .device import CPU, Device, is_device_array, to_device_array
 from .ops import dispatch
 from .ops import random as rops
+from .ops import sized
 from .ops.opdef import TensorType
 from .tensor import Tensor
 
@@ -84,9 +85,20 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(array)
 
 
+def _symbolic(sizes) -> bool:
+    """Whether a size is symbolic (a dynamic axis being traced, graph/symbolic.py): the tensor
+    is then made by an op at each call's sizes (ops/sized.py), not kept as a constant."""
+    return any(getattr(s, "is_symbolic", False) for s in sizes)
+
+
 def _filled(size, value, dtype, device, requires_grad) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else (
         dt.scalar_dtype(value) if value is not None else dt.get_default_dtype())
+    dims = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    if _symbolic(dims):
+        t = sized.full_op(shape=tuple(dims), value=0 if value is None else value, dtype=d,
+                          device=_device(device))
+        return t.requires_grad_(True) if requires_grad else t
     xp = _device(device).xp
     shape = _size(size)
     arr = xp.empty(shape, dtype=d.np) if value is None else xp.full(shape, value, dtype=d.np)
@@ -141,6 +153,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = dt.get_default_dtype() if is_float else dt.int64
     d = dt.to_dtype(dtype)
+    if _symbolic((start, end, step)):
+        t = sized.arange_op(start=start, end=end, step=step, dtype=d, device=_device(device))
+        return t.requires_grad_(True) if requires_grad else t
     arr = _device(device).xp.arange(start, end, step).astype(d.np)
     return _finish(arr, device, requires_grad)
 

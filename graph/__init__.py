@@ -3,6 +3,7 @@ from dualflow.ops.opdef import TensorType
 
 from .cache import GraphCache
 from .compiler import compile_graph
+from .dynamic import mark_dynamic, set_automatic_dynamic
 from .executable import Executable, GraphRuntimeError
 from .interpreter import interpret
 from .call_flags import activation_checkpointing, cache_info
@@ -17,4 +18,5 @@ __all__ = ["Graph", "Node", "Value", "TensorType", "GraphError", "Tracer", "Trac
            "TraceError", "tracing", "user_source", "Trace", "signature", "compile_graph",
            "Executable", "GraphRuntimeError", "interpret", "GraphCache", "cache_info",
            "activation_checkpointing", "explain_retrace", "Retrace", "RetraceLog",
-           "set_cache_limit", "cache_limit", "save", "load", "SerializeError"]
+           "set_cache_limit", "cache_limit", "save", "load", "SerializeError", "mark_dynamic",
+           "set_automatic_dynamic"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .cache import GraphCache
+from .dynamic import DynamicShapes
 
 
 class CompiledCall(GraphCache):
@@ -22,26 +23,37 @@ class CompiledCall(GraphCache):
     def __init__(self, name: str, capacity: int | None = None, warn_after: int = 8):
         super().__init__(name, capacity, warn_after)
         self.warmed: set = set()   # keys whose warm-up call has run
+        self.dynamic = DynamicShapes()   # axes traced as symbols (graph/dynamic.py)
 
     def miss(self, key, run_args: tuple, compile: Callable, *, snapshot: Callable | None = None,
              warm_up: Callable | None = None, reason: Callable | None = None):
         """After `get(key)` found nothing (front ends replay a hit themselves, so a hit costs no
         more than the lookup): `compile(saved)` -> an entry, given what `snapshot()` saved (or
         None); `warm_up()`, if given, runs the call eagerly the first time this key is seen;
-        `reason()` says what changed since the last compile, for the retrace warning."""
+        `reason()` says what changed since the last compile (a list of phrases), for the
+        retrace warning and `explain_retrace`."""
+        leaves = run_args[0] if run_args and type(run_args[0]) is list else []
+        plan = self.dynamic.plan(key, leaves, list(self._entries))
+        if plan.entry is not None:   # compiled with symbols, and this call's sizes fit
+            self._install(key, plan.entry)
+            return plan.entry.run(*run_args)
         saved = snapshot() if snapshot is not None else None
         try:
             if warm_up is not None and key not in self.warmed:
                 out = warm_up()
                 self.warmed.add(key)
                 return out
-            entry = compile(saved)
+            with plan.tracing():
+                entry = compile(saved)
             out = entry.run(*run_args)
         except BaseException:
             if saved is not None:
                 saved.restore()
             raise
-        self.put(key, entry, reason() if reason is not None else "")
+        self.dynamic.record(plan, entry)
+        why = reason() if reason is not None else ()
+        why = [why] if isinstance(why, str) else list(why)
+        self.put(key, entry, [w for w in [plan.failed, *why] if w])
         return out
 
 

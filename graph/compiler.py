@@ -17,6 +17,7 @@ from .fused import is_fused
 from .ir import Graph
 from .memory import plan_memory
 from .passes import configured_passes, run_passes
+from .symbolic_exec import SymbolicExecutable, graph_is_symbolic
 
 
 def graph_xp(graph: Graph):
@@ -69,12 +70,16 @@ def _compile(graph: Graph, disabled_passes, verify: bool, config, module_names) 
     nodes_traced = len(graph.nodes)
     graph = run_passes(graph, disabled, verify, passes, configured_passes(config, module_names or {}))
     t0 = time.perf_counter()
-    plan = plan_memory(graph, inplace="inplace" not in disabled,
-                       slots="memory_plan" not in disabled)
-    t1 = time.perf_counter()
-    exe = Executable(graph, graph_xp(graph), plan,
-                     overflow_expected=getattr(config, "grad_scaler", None) is not None)
-    t2 = time.perf_counter()
+    if graph_is_symbolic(graph):   # one symbolic IR, code per size (symbolic_exec.py)
+        exe = SymbolicExecutable(graph, lambda g: _executable(g, _plan(g, disabled), config))
+        exe.instance(exe.hints())     # the sizes it was traced with: the call about to run
+        plan = exe.plan
+        t1 = t2 = time.perf_counter()
+    else:
+        plan = _plan(graph, disabled)
+        t1 = time.perf_counter()
+        exe = _executable(graph, plan, config)
+        t2 = time.perf_counter()
     passes += [{"pass": "plan_memory", "nodes_before": len(graph.nodes),
                 "nodes_after": len(graph.nodes), "seconds": t1 - t0},
                {"pass": "codegen", "nodes_before": len(graph.nodes),
@@ -83,3 +88,12 @@ def _compile(graph: Graph, disabled_passes, verify: bool, config, module_names) 
               "passes": passes, "fused": fused_groups(graph), "memory": plan.summary(),
               "compile_seconds": time.perf_counter() - start}
     return exe, report
+
+
+def _plan(graph: Graph, disabled: set):
+    return plan_memory(graph, inplace="inplace" not in disabled, slots="memory_plan" not in disabled)
+
+
+def _executable(graph: Graph, plan, config) -> Executable:
+    return Executable(graph, graph_xp(graph), plan,
+                      overflow_expected=getattr(config, "grad_scaler", None) is not None)

@@ -12,9 +12,11 @@ from dualflow.ops.layout import strides_of
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 
+from .dynamic import take_pending
 from .ir import Graph
 from .pytree import flatten
 from .retrace import describe_leaf_change
+from .symbolic import SymInt, active_env
 from .tracer import TraceError, TracedTensor, Tracer
 
 
@@ -80,9 +82,13 @@ class Trace:
         other values pass through unchanged). Each keeps its tensor's layout, so `contiguous()`
         and `reshape` copy or view as they would in eager mode (the layout is in the key)."""
         out = []
+        symbolic = take_pending()   # {position: {dim: symbol}} (graph/dynamic.py)
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                t = self.tracer.input(TensorType(a.shape, a.dtype, a.device), f"input{i}",
+                shape = a.shape if i not in symbolic else tuple(
+                    SymInt.symbol(symbolic[i][d], n) if d in symbolic[i] else n
+                    for d, n in enumerate(a.shape))
+                t = self.tracer.input(TensorType(shape, a.dtype, a.device), f"input{i}",
                                       a.requires_grad)
                 if a._data is not None and not a._data.flags.c_contiguous:
                     t._strides = strides_of(a)
@@ -99,6 +105,9 @@ class Trace:
 
     def __exit__(self, exc_type, *exc):
         dispatch.state.interpreters.pop()
+        env = active_env()
+        if env is not None:   # sizes asked about from now on are the compiler's questions
+            env.traced = True
         self._graph_mode.__exit__(None, None, None)
         if exc_type is None and _host_rng_states() != self._rng_states:
             raise TraceError(

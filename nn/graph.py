@@ -19,6 +19,7 @@ from dualflow.eager.engine import add_arrays
 from dualflow.graph import Trace, TracedTensor, autograph, compile_graph, signature
 from dualflow.graph.trace import scope_names
 from dualflow.graph.compiled_call import CompiledCall
+from dualflow.graph.dynamic import requested_dims
 from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.graph.retrace import RetraceLog, leaf_names
@@ -143,9 +144,11 @@ class _BuildOrLoad:
 
 class Graph:
     """Subclass, assign modules in `__init__`, override `build(*inputs)`; call it like a function.
-    `cache_limit`: the most compiled signatures kept (default `flow.graph.set_cache_limit`'s)."""
+    `cache_limit`: the most compiled signatures kept (default `flow.graph.set_cache_limit`'s).
+    `dynamic`: axes of build's arguments traced as size symbols, `{"x": {0: "batch"}}`, or True
+    for every axis (graph/dynamic.py; other axes become symbolic when seen with a second size)."""
 
-    def __init__(self, *, cache_limit: int | None = None):
+    def __init__(self, *, cache_limit: int | None = None, dynamic=None):
         if cache_limit is not None and (isinstance(cache_limit, bool) or
                                         not isinstance(cache_limit, int) or cache_limit < 1):
             raise ValueError(f"nn.Graph: cache_limit must be a positive int, got {cache_limit!r}")
@@ -153,6 +156,8 @@ class Graph:
         self.config = GraphConfig()
         self._optimizers: list = []
         self._cache = CompiledCall(type(self).__name__, cache_limit)
+        self._cache.dynamic.everything = dynamic is True   # {"x": {0: "batch"}}: see _miss
+        self._dynamic = dynamic if isinstance(dynamic, dict) else None
         self._debug_level = -1
         self._last = None
         self._warmed = False
@@ -310,6 +315,8 @@ class Graph:
             return entry
 
         last = self._cache.newest
+        if self._dynamic:
+            self._cache.dynamic.requested = requested_dims(self._dynamic, self.build, args)
         return self._cache.miss(
             key, (leaves,), compile,
             snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),

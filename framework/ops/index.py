@@ -41,6 +41,13 @@ class Span:
     def __len__(self) -> int:
         return len(range(self.start, self.stop, self.step))
 
+    @property
+    def length(self):
+        """`len(self)`, kept symbolic when a bound is a symbolic size (dynamic axes)."""
+        if self.step == 1:
+            return max(self.stop - self.start, 0)
+        return max((self.stop - self.start + self.step - 1) // self.step, 0)
+
     def __repr__(self) -> str:
         return f"{self.start}:{self.stop}" + (f":{self.step}" if self.step != 1 else "")
 
@@ -176,14 +183,23 @@ def parse_key(x: Tensor, key) -> tuple[tuple, list]:
 def _int_index(i: int, size: int, dim: int) -> int:
     if not -size <= i < size:
         raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
-    return i % size
+    return i + size if i < 0 else i
 
 
 def _span(s: slice, size: int) -> Span:
     step = 1 if s.step is None else int(s.step)
     if step <= 0:
         raise ValueError(f"slice step must be greater than zero, got {step}")
-    return Span(*slice(s.start, s.stop, step).indices(size))
+    if not any(getattr(v, "is_symbolic", False) for v in (s.start, s.stop, size)):
+        return Span(*slice(s.start, s.stop, step).indices(size))
+    return Span(_bound(s.start, size, 0), _bound(s.stop, size, size), step)
+
+
+def _bound(v, size, default):
+    """A slice bound resolved against a symbolic size, as `slice.indices` does (step > 0)."""
+    if v is None:
+        return default
+    return max(v + size, 0) if v < 0 else min(v, size)
 
 
 @lru_cache(maxsize=1024)
@@ -218,7 +234,7 @@ def _basic_shape(shape: tuple, key: tuple) -> list:
         if e is None:
             out.append(1)
         elif isinstance(e, Span):
-            out.append(len(e))
+            out.append(e.length)
         elif e == TENSOR:
             out.append(shape[dim])
         dim += e is not None

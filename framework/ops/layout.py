@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .rules import hinted
+
 _BYTE = np.zeros(1, np.uint8)  # the stand-ins' one byte: itemsize 1, so strides count elements
 
 
@@ -73,8 +75,9 @@ def strides_of(t) -> tuple:
     base_strides = strides_of(base)
     if op.name == "reshape":  # its kernel would copy from a stand-in that has no memory
         return view_strides(base.shape, base_strides, attrs["shape"]) or c_strides(t.shape)
-    stand_in = as_strided(_BYTE, tuple(base.shape), base_strides, writeable=False)
-    return op.kernel(np, stand_in, **attrs).strides
+    stand_in = as_strided(_BYTE, hinted(tuple(base.shape)), hinted(base_strides),
+                          writeable=False)   # symbolic sizes: their trace-time values
+    return op.kernel(np, stand_in, **hinted(attrs)).strides
 
 
 def is_contiguous(t, memory_format=None) -> bool:

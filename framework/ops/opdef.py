@@ -18,7 +18,9 @@ AMP_POLICIES = (None, "low", "float32")
 
 
 class TensorType:
-    """The static facts of a tensor: what shape rules take and return, and what IR values carry."""
+    """The static facts of a tensor: what shape rules take and return, and what IR values carry.
+    A dimension is an int or, while tracing dynamic axes, a symbolic size (graph/symbolic.py:
+    `f32[s0,64]`, `f32[s0*s1,16]`), which behaves like an int in shape rules."""
     __slots__ = ("shape", "dtype", "device")
 
     def __init__(self, shape: tuple, dtype: DType, device: Any = None):
@@ -26,9 +28,9 @@ class TensorType:
         self.dtype = dtype
         self.device = device
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, TensorType) and (self.shape, self.dtype, self.device) == (
-            other.shape, other.dtype, other.device)
+    def __eq__(self, other) -> bool:   # ranks first: see eager/engine.py `_same_shape`
+        return isinstance(other, TensorType) and len(self.shape) == len(other.shape) and (
+            self.shape, self.dtype, self.device) == (other.shape, other.dtype, other.device)
 
     def __hash__(self) -> int:
         return hash((self.shape, self.dtype.name, str(self.device)))

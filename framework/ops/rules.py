@@ -1,6 +1,9 @@
 """Shape/dtype rules shared by many ops: pure functions of input types and attrs."""
 from __future__ import annotations
 
+import dataclasses
+import operator
+
 from .. import dtype as dt
 from .opdef import TensorType
 
@@ -20,6 +23,29 @@ def broadcast_shapes(*shapes, op: str = "broadcast") -> tuple:
                                      "cannot be broadcast together")
                 out[i] = n
     return tuple(out)
+
+
+def as_size(n):
+    """`operator.index(n)`, except that a symbolic size (graph/symbolic.py, traced with dynamic
+    axes) stays symbolic instead of being read as its trace-time value."""
+    return n if getattr(n, "is_symbolic", False) else operator.index(n)
+
+
+def hinted(x):
+    """`x` (a size, shape or attribute tree) with each symbolic size replaced by its trace-time
+    value, for questions whose answer is the same for every size an axis may take (the layout
+    of a view: which dims are strided, not by how much)."""
+    t = type(x)
+    if t is tuple or t is list:
+        return t(hinted(v) for v in x)
+    if t is slice:
+        return slice(hinted(x.start), hinted(x.stop), hinted(x.step))
+    if t is dict:
+        return {k: hinted(v) for k, v in x.items()}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.replace(x, **{f.name: hinted(getattr(x, f.name))
+                                         for f in dataclasses.fields(x) if f.init})
+    return x.hint if getattr(x, "is_symbolic", False) else x
 
 
 def same(x: TensorType, *rest, **attrs) -> TensorType:

@@ -15,7 +15,7 @@ from functools import lru_cache
 from .core import broadcast_to, identity
 from .layout import can_view, is_contiguous
 from .opdef import TensorType, defop
-from .rules import ShapeError
+from .rules import ShapeError, as_size
 
 
 # ---- argument helpers (shared with the other families) -------------------------------------------
@@ -50,7 +50,7 @@ def _shape_args(shape) -> tuple:
 
 
 def _resolve_shape(shape, numel: int, src) -> tuple:
-    shape = tuple(operator.index(s) for s in shape)
+    shape = tuple(as_size(s) for s in shape)
     if shape.count(-1) > 1:
         raise ShapeError("reshape: only one dimension can be -1")
     known = math.prod(s for s in shape if s != -1)

@@ -1,0 +1,161 @@
+"""Running a graph compiled with size symbols: one optimised IR, code per size bucket.
+
+The trace and the passes run once, on the symbolic graph. Each call reads its symbols' values
+off its input arrays (`s0 = I[0].shape[0]`); the first call with new values writes the graph
+for those sizes (every type, reshape target, arange length and fused body evaluated), plans its
+memory and generates its code, which later calls with those sizes replay. So the steady state at
+any size runs the very code a graph specialised to that size would: the same kernels, fused
+bodies, buffer reuse and persistent small slots, hence bit-identical results and the same speed;
+a new size costs planning and code generation (no trace, no passes). Up to `MAX_BUCKETS` sizes
+are kept, least recently used dropped first.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable
+
+from dualflow.ops.opdef import TensorType
+
+from .fused import FusedBody, Step
+from .ir import Graph, Node, Value
+from .symbolic import SymInt, evaluate, is_symbolic
+
+MAX_BUCKETS = 64
+
+
+def graph_is_symbolic(graph: Graph) -> bool:
+    return any(is_symbolic(v.type) for v in graph.inputs)
+
+
+class SymbolicExecutable:
+    """An Executable's interface over a symbolic graph: `exe(inputs)` runs the code for the
+    inputs' sizes, `graph` is the symbolic graph, `plan`/`code` those of the newest sizes."""
+
+    def __init__(self, graph: Graph, build: Callable[[Graph], object]):
+        """`build(concrete graph)` -> Executable (memory plan and codegen)."""
+        self.graph, self._build = graph, build
+        self._where = _binding_sites(graph)
+        self._names = tuple(self._where)
+        reads = [f"I[{i}].shape[{d}]" if (c, k) == (1, 0) else f"(I[{i}].shape[{d}] - {k}) // {c}"
+                 for i, d, c, k in self._where.values()]
+        self._read = eval(f"lambda I: ({', '.join(reads)},)")  # noqa: S307 - our own code
+        self._buckets: OrderedDict = OrderedDict()
+        self.newest = None
+
+    def sizes(self, inputs: list) -> dict:
+        return dict(zip(self._names, self._read(inputs)))
+
+    def __call__(self, inputs: list) -> list:
+        key = self._read(inputs)
+        exe = self._buckets.get(key)
+        if exe is None:
+            exe = self.instance(dict(zip(self._names, key)))
+        return exe(inputs)
+
+    def hints(self) -> dict:
+        """The symbols' values in the trace (their SymInts' hints)."""
+        types = [v.type.shape for v in self.graph.inputs]
+        return {n: (types[i][d].hint - k) // c for n, (i, d, c, k) in self._where.items()}
+
+    def instance(self, sizes: dict):
+        """The Executable for these symbol values (made on first use)."""
+        key = tuple(sizes[n] for n in self._names)
+        exe = self._buckets.get(key)
+        if exe is None:
+            exe = self._buckets[key] = self._build(concretize(self.graph, sizes))
+            if len(self._buckets) > MAX_BUCKETS:
+                self._buckets.popitem(last=False)
+        self.newest = exe
+        return exe
+
+    @property
+    def buckets(self) -> int:
+        return len(self._buckets)
+
+    @property
+    def plan(self):
+        return self.newest.plan if self.newest is not None else None
+
+    @property
+    def code(self) -> str:
+        return self.newest.code if self.newest is not None else ""
+
+    source = code
+
+    @property
+    def xp(self):
+        return self.newest.xp if self.newest is not None else None
+
+
+def _binding_sites(graph: Graph) -> dict:
+    """symbol -> (input position, dim, c, k): the input dim whose size is c*symbol + k (c = 1,
+    k = 0 where the symbol is a dim of its own). A symbol no input shows alone or in such a
+    form cannot be read off the arrays: an error (the caller specialises instead)."""
+    sites: dict = {}
+    wanted: set = set()
+    for i, v in enumerate(graph.inputs):
+        for d, n in enumerate(v.type.shape):
+            if type(n) is not SymInt:
+                continue
+            wanted |= n.expr.symbols()
+            terms = dict(n.expr.terms)
+            var = [(m, c) for m, c in terms.items() if m]
+            if len(var) == 1 and len(var[0][0]) == 1 and var[0][0][0] in n.expr.symbols():
+                name, c = var[0][0][0], var[0][1]
+                if c > 0 and (name not in sites or sites[name][2:] != (1, 0)):
+                    sites[name] = (i, d, c, terms.get((), 0))
+    missing = wanted - set(sites)
+    if missing:
+        raise ValueError(f"graph '{graph.name}': the size symbols {sorted(missing)} cannot be "
+                         "read off its inputs' shapes")
+    return sites
+
+
+def concretize(graph: Graph, sizes: dict) -> Graph:
+    """A copy of `graph` with every symbolic size (types, attrs, fused bodies) evaluated."""
+    g = Graph(graph.name)
+    g._next_id = graph._next_id
+    vals: dict = {}
+
+    def value(v: Value, producer=None) -> Value:
+        vals[v.id] = nv = Value(v.id, _type(v.type, sizes), v.kind, producer, v.ref, v.name)
+        return nv
+    g.inputs = [value(v) for v in graph.inputs]
+    g.params = [value(v) for v in graph.params]
+    g.consts = [value(v) for v in graph.consts]
+    nodes = []
+    for n in graph.nodes:
+        m = Node(n.op, [vals[v.id] for v in n.inputs], _attrs(n.attrs, sizes), [], n.scope,
+                 n.source, n.grad_enabled)
+        m.outputs = [value(v, m) for v in n.outputs]
+        nodes.append(m)
+    g.nodes = nodes
+    g.outputs = [vals[v.id] for v in graph.outputs]
+    g.state_updates = [(t, vals[v.id]) for t, v in graph.state_updates]
+    return g
+
+
+def _type(t: TensorType, sizes: dict) -> TensorType:
+    if not is_symbolic(t):
+        return t
+    return TensorType(evaluate(t.shape, sizes), t.dtype, t.device)
+
+
+def _attrs(attrs: dict, sizes: dict) -> dict:
+    out = {}
+    for k, v in attrs.items():
+        if type(v) is FusedBody:
+            v = _body(v, sizes)
+        elif is_symbolic(v):
+            v = evaluate(v, sizes)
+        out[k] = v
+    return out
+
+
+def _body(body: FusedBody, sizes: dict) -> FusedBody:
+    if not any(is_symbolic(t) for t in body.input_types) and \
+            not any(is_symbolic(s.type) or is_symbolic(s.attrs) for s in body.steps):
+        return body
+    steps = [Step(s.op, s.args, evaluate(s.attrs, sizes), _type(s.type, sizes))
+             for s in body.steps]
+    return FusedBody([_type(t, sizes) for t in body.input_types], steps, body.scalars)

@@ -1,0 +1,189 @@
+"""Dynamic shapes: axes traced as size symbols, so one compile serves every size of them.
+
+Each model runs batch sizes 1, 3, 7, 64 (and sequence lengths 1..N where it has one) through
+one compiled call; outputs must equal a graph specialised to that size bit for bit, and eager
+within float tolerance; compiles are counted with `cache_info`."""
+import copy
+
+import numpy as np
+import pytest
+
+import dualflow as flow
+from dualflow import nn
+from dualflow.graph.call_flags import cache_info, graph_cache
+from dualflow.graph.symbolic import ShapeEnv, SymInt, recording
+
+from .models import MODELS, make
+
+BATCHES = (1, 3, 7, 64)
+
+
+def _graph(model, *xs):
+    with flow.mode(flow.GRAPH), flow.no_grad():
+        return model(*xs).numpy()
+
+
+def _eager(model, *xs):
+    with flow.no_grad():
+        return model(*xs).numpy()
+
+
+def _sizes(name: str, base: tuple) -> list:
+    out = [(b,) + tuple(base[1:]) for b in BATCHES]
+    if name in ("transformer", "lstm"):
+        out += [(3, t, base[2]) for t in range(1, 9)]
+    return out
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_one_compile_serves_every_batch_and_sequence_length(name):
+    model, x0, _ = make(name, flow.float32)
+    model.eval()
+    rng = np.random.default_rng(0)
+    for shape in _sizes(name, tuple(x0.shape)):
+        x = flow.tensor(rng.normal(size=shape), dtype=flow.float32)
+        got = _graph(model, x)
+        np.testing.assert_array_equal(got, _graph(copy.deepcopy(model), x))   # specialised
+        np.testing.assert_allclose(got, _eager(model, x), rtol=1e-5, atol=1e-6)
+    # batch 1 compiles specialised (sizes 0 and 1 do, as in PyTorch); batch 3 differs from it
+    # in one axis, which becomes a symbol; a sequence axis adds its own two (length 1, then
+    # length 2, from which on it is a symbol too)
+    expected = 2 if name in ("mlp", "cnn") else 4
+    assert cache_info(model)["traces"] == expected
+    assert graph_cache(model).dynamic.info()["static"] == {}
+
+
+def test_marked_dynamic_axis_compiles_once_with_a_symbol():
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2))
+    for b in (4, 9, 2, 33):
+        x = flow.randn(b, 6)
+        flow.graph.mark_dynamic(x, 0, "batch")
+        np.testing.assert_array_equal(_graph(model, x), _graph(copy.deepcopy(model), x))
+    assert cache_info(model)["traces"] == 1
+    text = str(graph_cache(model).newest.exe.graph)
+    assert "f32[batch,6]" in text and "f32[batch,2]" in text
+
+
+def test_symbols_print_and_reshape_targets_follow_the_input():
+    class Flat(nn.Module):
+        def forward(self, x):
+            b, t, c = x.shape
+            return (x.reshape(b * t, c) * 2).reshape(b, t * c)[:, 1:]
+
+    model = Flat()
+    for b, t in ((2, 3), (4, 5), (3, 7)):
+        x = flow.randn(b, t, 4)
+        flow.graph.mark_dynamic(x, (0, 1))
+        np.testing.assert_array_equal(_graph(model, x), _eager(model, x))
+    assert cache_info(model)["traces"] == 1
+    text = str(graph_cache(model).newest.exe.graph)
+    assert "s0*s1" in text and "s1*4 - 1" in text
+
+
+def test_training_steps_with_a_dynamic_batch_match_eager():
+    class Loss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+
+        def forward(self, x, y):
+            return nn.functional.cross_entropy(self.net(x), y)
+
+    flow.manual_seed(0)
+    graph_model = Loss()
+    eager_model = copy.deepcopy(graph_model)
+    opts = [flow.optim.SGD(m.parameters(), lr=0.1) for m in (graph_model, eager_model)]
+    rng = np.random.default_rng(0)
+    for b in (4, 7, 3, 12, 5):
+        x = flow.tensor(rng.normal(size=(b, 6)), dtype=flow.float32)
+        y = flow.tensor(rng.integers(0, 3, size=b))
+        for m, opt, mode in ((graph_model, opts[0], flow.GRAPH), (eager_model, opts[1], flow.EAGER)):
+            opt.zero_grad()
+            with flow.mode(mode):
+                loss = m(x, y)
+            loss.backward()
+            opt.step()
+    for (k, a), b in zip(graph_model.state_dict().items(), eager_model.state_dict().values()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)
+    assert cache_info(graph_model)["traces"] == 2
+
+
+def test_nn_graph_training_with_named_dynamic_batch():
+    class Step(nn.Graph):
+        def __init__(self, model, opt):
+            super().__init__(dynamic={"x": {0: "batch"}, "y": {0: "batch"}})
+            self.model, self.loss = model, nn.CrossEntropyLoss()
+            self.add_optimizer(opt)
+
+        def build(self, x, y):
+            loss = self.loss(self.model(x), y)
+            loss.backward()
+            return loss
+
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+    twin = copy.deepcopy(model)
+    step = Step(model, flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    opt = flow.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(1)
+    for b in (4, 4, 9, 3, 16):
+        x = flow.tensor(rng.normal(size=(b, 5)), dtype=flow.float32)
+        y = flow.tensor(rng.integers(0, 3, size=b))
+        got = step(x, y).item()
+        opt.zero_grad()
+        loss = nn.CrossEntropyLoss()(twin(x), y)
+        loss.backward()
+        opt.step()
+        assert got == loss.item()
+    assert step.cache_info()["traces"] == 1   # the first call ran eagerly (optimizer state)
+    assert "f32[batch,5]" in str(step._cache.newest.exe.graph)
+
+
+def test_a_failed_guard_recompiles_and_says_why():
+    class Halves(nn.Module):
+        def forward(self, x):
+            n = x.shape[1]
+            if n > 4:   # a Python branch on a size: guarded, not frozen
+                return x[:, : n // 2] * 2
+            return x + 1
+
+    model = Halves()
+    for t in (6, 8, 10):
+        x = flow.randn(2, t)
+        np.testing.assert_array_equal(_graph(model, x), _eager(model, x))
+    assert cache_info(model)["traces"] == 2
+    x = flow.randn(2, 3)   # violates n > 4: compiles again instead of a wrong result
+    np.testing.assert_array_equal(_graph(model, x), _eager(model, x))
+    assert cache_info(model)["traces"] == 3
+    assert "guard" in str(graph_cache(model).history[-1])
+
+
+def test_a_size_read_as_a_plain_int_pins_the_axis_with_its_reason():
+    class Loop(nn.Module):
+        def forward(self, x):
+            return sum(x[:, i] * i for i in range(x.shape[1]))   # unrolled: needs the size
+
+    model = Loop()
+    for t in (3, 5, 6, 5):
+        x = flow.randn(2, t)
+        np.testing.assert_allclose(_graph(model, x), _eager(model, x), rtol=1e-6)
+    static = graph_cache(model).dynamic.info()["static"]
+    assert "input 0 dim 1" in static and "plain int" in static["input 0 dim 1"]
+    assert cache_info(model)["traces"] == 3   # 3, then 5 (pinned), then 6; 5 again is a hit
+
+
+def test_symint_arithmetic_and_guards():
+    s0, s1 = SymInt.symbol("s0", 8), SymInt.symbol("s1", 5)
+    assert str(s0 * 64) == "s0*64" and str(s1 - 1) == "s1 - 1" and str(s0 * s1) == "s0*s1"
+    assert (s0 * 64) // 64 == s0 and (s0 * 64) % 64 == 0 and str(s0 * 3 // 2) == "(s0*3)//(2)"
+    assert s0 != 1 and s0 > 1 and s0 * 2 > s0   # provable: symbols are at least 2
+    env = ShapeEnv()
+    with recording(env):
+        assert (s0 == s1) is False
+        assert s0 > 6
+        assert list(range(s1)) == [0, 1, 2, 3, 4]
+    assert env.check({"s0": 9, "s1": 5}) is None
+    assert env.check({"s0": 5, "s1": 5}) is not None      # s0 == s1 now
+    assert env.check({"s0": 9, "s1": 6})[0] == "(s1) == 5"
+    assert set(env.specialized) == {"s1"}
