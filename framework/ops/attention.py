@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .compare import eq, logical_not, where
+from .compare import eq, ge, logical_not, where
 from .core import broadcast_to
 from .dropout import dropout
 from .gather import masked_fill
@@ -19,9 +19,14 @@ from .shape import reshape, transpose, unsqueeze
 
 
 def _causal_mask(query, key):
-    """(L, S) bool, True on and below the diagonal (top-left aligned, as PyTorch)."""
-    from ..creation import tensor
+    """(L, S) bool, True on and below the diagonal (top-left aligned, as PyTorch). With a
+    symbolic length (dynamic axes) it is built from aranges, so compiled code makes it at each
+    call's length instead of keeping the traced one as a constant."""
+    from ..creation import arange, tensor
     rows, cols = query.shape[-2], key.shape[-2]
+    if getattr(rows, "is_symbolic", False) or getattr(cols, "is_symbolic", False):
+        return ge(unsqueeze(arange(rows, device=query.device), 1),
+                  unsqueeze(arange(cols, device=query.device), 0))
     return tensor(np.tril(np.ones((rows, cols), dtype=bool)), device=query.device)
 
 

@@ -6,6 +6,8 @@ happens decides whether a later in-place op reaches the original, so both modes 
 alike. An eager tensor's strides are its array's. A traced tensor has no array: its strides come
 from replaying its chain of view ops (`_view_of`) on a memory-less stand-in of its base, whose
 layout is C order (what a kernel returns) unless the base is an eager tensor (a parameter).
+Symbolic sizes (dynamic axes) are taken at their trace-time values here: which dims are strided
+does not change with the size, and view-or-copy does not change values.
 """
 from __future__ import annotations
 
@@ -70,13 +72,13 @@ def strides_of(t) -> tuple:
     if data is not None:
         return tuple(s // data.itemsize for s in data.strides)
     if t._view_of is None:   # a graph input keeps its eager tensor's layout; results are C order
-        return getattr(t, "_strides", None) or c_strides(t.shape)
+        return getattr(t, "_strides", None) or c_strides(hinted(t.shape))
     base, op, attrs = t._view_of
     base_strides = strides_of(base)
     if op.name == "reshape":  # its kernel would copy from a stand-in that has no memory
-        return view_strides(base.shape, base_strides, attrs["shape"]) or c_strides(t.shape)
-    stand_in = as_strided(_BYTE, hinted(tuple(base.shape)), hinted(base_strides),
-                          writeable=False)   # symbolic sizes: their trace-time values
+        return view_strides(hinted(base.shape), base_strides, hinted(attrs["shape"])) or \
+            c_strides(hinted(t.shape))
+    stand_in = as_strided(_BYTE, hinted(tuple(base.shape)), base_strides, writeable=False)
     return op.kernel(np, stand_in, **hinted(attrs)).strides
 
 
@@ -85,7 +87,7 @@ def is_contiguous(t, memory_format=None) -> bool:
     data = t._data
     if data is not None:
         return bool(data.flags.c_contiguous)
-    return is_c_ordered(t.shape, strides_of(t))
+    return is_c_ordered(hinted(t.shape), strides_of(t))
 
 
 def can_view(t, new_shape: tuple) -> bool:
@@ -93,4 +95,4 @@ def can_view(t, new_shape: tuple) -> bool:
     data = t._data
     if data is not None and data.flags.c_contiguous:  # the common case, without the strides
         return True
-    return view_strides(t.shape, strides_of(t), new_shape) is not None
+    return view_strides(hinted(t.shape), strides_of(t), hinted(new_shape)) is not None

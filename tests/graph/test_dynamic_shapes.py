@@ -187,3 +187,45 @@ def test_symint_arithmetic_and_guards():
     assert env.check({"s0": 5, "s1": 5}) is not None      # s0 == s1 now
     assert env.check({"s0": 9, "s1": 6})[0] == "(s1) == 5"
     assert set(env.specialized) == {"s1"}
+
+
+class TinyGPT(nn.Module):
+    """Token and position embeddings, one causal attention layer, an LM head."""
+
+    def __init__(self, vocab=11, dim=8, block=16):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
+        self.qkv, self.head = nn.Linear(dim, 3 * dim), nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(flow.arange(0, t))
+        q, k, v = self.qkv(x).reshape(b, t, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.head(x + y.transpose(1, 2).reshape(b, t, -1))
+
+
+def _greedy(model, prompt, steps):
+    idx = prompt
+    with flow.no_grad():
+        for _ in range(steps):
+            logits = model(idx)[:, -1]
+            idx = flow.cat([idx, logits.argmax(-1, keepdim=True)], dim=1)
+    return idx.numpy()
+
+
+def test_a_generate_loop_compiles_at_most_twice():
+    flow.manual_seed(0)
+    model = TinyGPT()
+    prompt = flow.tensor([[1, 2, 3], [4, 5, 6]])
+    eager = _greedy(model, prompt, 10)
+    with flow.mode(flow.GRAPH):
+        graph = _greedy(model, prompt, 10)
+    np.testing.assert_array_equal(graph, eager)
+    assert cache_info(model)["traces"] == 2     # length 3, then every length from 4 on
+    text = str(graph_cache(model).newest.exe.graph)
+    assert "arange[start=0 end=s0" in text and "bool[s0,s0]" in text   # the causal mask
+    # logits at every length equal a graph specialised to that length
+    for t in (4, 9, 13):
+        idx = flow.tensor(eager[:, :t])
+        np.testing.assert_array_equal(_graph(model, idx), _graph(copy.deepcopy(model), idx))
