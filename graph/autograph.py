@@ -218,8 +218,8 @@ class _FunctionConverter:
         true_fn, false_fn = (self.nested(f"__ag_hfn_{label}_{k}", params, b, outs, s)
                              for label, b in (("true", body), ("false", orelse)))
         call_ = runtime_call("convert_if", _condition(s.test), name(true_fn.name),
-                             name(false_fn.name), _tuple(params), ast.Constant(tuple(params)),
-                             ast.Constant(tuple(outs)), self.where(s),
+                             name(false_fn.name), _tuple(params), ast.Constant(tuple(outs)),
+                             self.where(s),
                              ast.Constant(s._ag_refuse))
         out = self.guards(params, s) + [true_fn, false_fn, self.bind(outs, call_, s)]
         out += self.forget(outs, s)

@@ -161,12 +161,13 @@ class BreakLowering:
             if isinstance(loop, ast.While):
                 loop.test = ast.BoolOp(op=ast.And(), values=[
                     ast.UnaryOp(op=ast.Not(), operand=name(brk)), loop.test])
-            elif not is_range_loop(loop):
+            elif not is_range_loop(loop):   # a Python loop: once the flag is a tensor, each
+                # later iteration runs under it; a Python True ends the loop as `break` did
+                guard = ast.If(test=runtime_call("not_any", name(brk)), body=body, orelse=[])
                 stop = ast.If(test=runtime_call("py_true", name(brk)), body=[ast.Break()],
                               orelse=[])
-                stop = ast.copy_location(stop, loop)
                 stop._ag_keep = True   # a Python check: never converted
-                body.append(stop)
+                body = [ast.copy_location(guard, loop.body[0]), ast.copy_location(stop, loop)]
             loop._ag_break = brk
         loop.body = body
         return before + [loop]

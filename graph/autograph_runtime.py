@@ -97,7 +97,7 @@ def python_only(value, reason: str, where: str):
 
 
 # ---- if ------------------------------------------------------------------------------------
-def convert_if(pred, true_fn, false_fn, values: tuple, names: tuple, outs: tuple, where: str,
+def convert_if(pred, true_fn, false_fn, values: tuple, outs: tuple, where: str,
                refuse: str | None = None) -> tuple:
     """`if pred:` with branches `true_fn(*values)` / `false_fn(*values)`, each returning the
     values of `outs` (the variables used after the `if`)."""

@@ -101,6 +101,22 @@ class Counting(nn.Module):
         return acc
 
 
+class LayerLoop(nn.Module):
+    """A Python loop over layers (not converted) with a `break` on a tensor: each later layer
+    runs under a cond on the break flag."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(3, 3).double() for _ in range(4)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x).tanh()
+            if x.abs().max() < 0.5 or x.sum() > 2:
+                break
+        return x
+
+
 def _run(model, x, mode):
     for p in model.parameters():
         p.grad = None
@@ -133,6 +149,7 @@ MODELS = {
     "act": (AdaptiveComputation, (2, 4), [1.0, 3.0]),
     "early_return": (EarlyReturn, (2, 4), [1.0, -1.0, 10.0]),
     "counting": (Counting, (5, 2), [1.0, -1.0, 0.2]),
+    "layer_loop": (LayerLoop, (2, 3), [1.0, 0.01, 5.0]),
 }
 
 
