@@ -26,8 +26,8 @@ _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 def sum_plan(shape: tuple, dtype, axes: tuple | None, keepdims: bool):
     """A function computing `x.sum(axis=axes, keepdims=keepdims)` for NumPy arrays of this shape
     and dtype: a product with ones when `axes` are leading or trailing axes (not all of them)
-    of a float32/float64 array and x is C-contiguous, `add.reduce` otherwise; float16 and
-    bfloat16 through float32."""
+    of a float32/float64 array, two when they are both around kept middle axes (x is copied
+    C-contiguous first), `add.reduce` otherwise; float16 and bfloat16 through float32."""
     if np.dtype(dtype) in LOW_NP:
         wide = sum_plan(shape, np.float32, axes, keepdims)
         return lambda x: wide(x.astype(np.float32)).astype(dtype)
@@ -41,7 +41,7 @@ def sum_plan(shape: tuple, dtype, axes: tuple | None, keepdims: bool):
     axes_n, k = tuple(sorted(a % nd for a in axes)), len(axes)
     lead = axes_n == tuple(range(k))
     if not lead and axes_n != tuple(range(nd - k, nd)):
-        return plain
+        return _around_plan(shape, dtype, axes_n, keepdims) or plain
     n = _prod(shape[:k]) if lead else _prod(shape[nd - k:])    # how many values each sum adds
     mat = (n, _prod(shape[k:])) if lead else (_prod(shape[:nd - k]), n)
     out = (((1,) * k + shape[k:]) if lead else (shape[:nd - k] + (1,) * k)) if keepdims else \
@@ -59,6 +59,26 @@ def sum_plan(shape: tuple, dtype, axes: tuple | None, keepdims: bool):
         m = x.reshape(mat) if flat_in else x
         r = np.dot(ones, m) if lead else np.dot(m, ones)
         return r.reshape(out) if flat_out else r
+    return product
+
+
+def _around_plan(shape: tuple, dtype, axes: tuple, keepdims: bool):
+    """Leading and trailing axes around kept middle ones (BatchNorm's statistics and gradients:
+    (N, C, H, W) over (0, 2, 3)) as two products with ones: the trailing axes of the
+    (lead * middle, trail) matrix, then the leading axes of the (lead, middle) sums; else None.
+    3-8x faster than `add.reduce` on MobileNetV2's BatchNorm shapes (batch 8, one thread)."""
+    nd = len(shape)
+    k1 = next(i for i in range(nd + 1) if i not in axes)
+    k2 = nd - 1 - next(i for i in range(nd - 1, -1, -1) if i not in axes)
+    if k1 == 0 or k2 == 0 or set(axes) != set(range(k1)) | set(range(nd - k2, nd)):
+        return None
+    lead, middle, trail = _prod(shape[:k1]), shape[k1:nd - k2], _prod(shape[nd - k2:])
+    out = (1,) * k1 + middle + (1,) * k2 if keepdims else middle
+    ones_lead, ones_trail = ones_view(np, (lead,), dtype), ones_view(np, (trail,), dtype)
+
+    def product(x):
+        inner = np.dot(np.ascontiguousarray(x).reshape(-1, trail), ones_trail)
+        return np.dot(ones_lead, inner.reshape(lead, -1)).reshape(out)
     return product
 
 
