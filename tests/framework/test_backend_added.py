@@ -146,8 +146,9 @@ def _run(name, sample, device: str, compiled: bool) -> tuple[list, list]:
         def forward(self, *xs):
             return fn(*xs)
     op = Op()
+    assert not flow.graph.explain(op, *ts).breaks   # compiles (no graph break) ...
     with flow.mode(flow.GRAPH):
-        result = op(*ts)
+        result = op(*ts)                               # ... and replays
     assert flow.graph.cache_info(op)["traces"] == 1
     return result
 
