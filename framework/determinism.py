@@ -5,9 +5,10 @@ and `bincount` accumulations included), so one seed gives bit-identical runs. On
 `add.at` (an `atomicAdd` per element) and `bincount` with weights add floating-point values in
 whatever order the threads arrive, so repeated indices can round differently each run. The ops
 whose kernels do that are listed below, each with the condition under which its GPU result can
-vary; with the switch on, such a kernel raises before it runs on a backend that says it is not
-`deterministic` (CuPy's; or warns, with `warn_only=True`). The guard wraps the op's kernel once at import, so eager calls and compiled
-graphs (which call the same kernels) are both covered; with the switch off it costs one flag test.
+vary; with the switch on, such a kernel raises before it runs on a backend that is not
+`deterministic` (`array_backends`: CuPy's), or warns with `warn_only=True`. The guard wraps the
+op's kernel once at import, so eager calls and compiled graphs (which call the same kernels) are
+both covered; with the switch off it costs one flag test.
 
 Not covered: `scatter` and `index_put` with repeated indices leave an unspecified one of the
 written values on a GPU (a race between plain stores, not an accumulation).
