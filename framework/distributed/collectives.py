@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
 from ..grad_mode import no_grad
 from ..ops.dispatch import state as dispatch_state
 from ..tensor import Tensor
-from .groups import ProcessGroup, communicator, group_rank
 from . import graph_ops
+from .groups import ProcessGroup, communicator, group_rank
 from .reduce_op import ReduceOp, check_reduce_op
-from .work import Work
+from .work import Work, staged
 
 
 def _array(t: Tensor, where: str, written: bool = True):
@@ -36,25 +34,6 @@ def _array(t: Tensor, where: str, written: bool = True):
     if written:
         t._version[0] += 1
     return data
-
-
-def staged(comm, arrays: list, run) -> Work:
-    """Run `run(*arrays)` on host copies when the communicator wants host memory (MPI) and the
-    arrays live on a GPU; the results are copied back into the device arrays when it is done."""
-    if comm.name == "nccl" or all(isinstance(a, np.ndarray) for a in arrays):
-        return run(*arrays)
-    hosts = [a.get() if not isinstance(a, np.ndarray) else a for a in arrays]
-    work = run(*hosts)
-    inner_then = work._then
-
-    def copy_back():
-        result = inner_then() if inner_then is not None else None
-        for device, host in zip(arrays, hosts):
-            if device is not host:
-                device.set(host)
-        return result
-    work._then = copy_back
-    return work
 
 
 def _finish(work: Work, async_op: bool):

@@ -18,7 +18,7 @@ from ..ops.opdef import TensorType, defop, not_exportable
 from ..ops.rules import ShapeError
 from . import process_group
 from .reduce_op import ReduceOp
-from .work import Work
+from .work import Work, staged
 
 _in_flight: dict[int, Work] = {}   # id(result buffer) -> its collective, until waited on
 _NOT_EXPORTABLE = not_exportable("a collective between processes; an ONNX model is one process")
@@ -28,7 +28,6 @@ def _start(result, arrays: list, run) -> object:
     """Start `run(*arrays)` on the communicator (none: a world of one, nothing to exchange)."""
     comm = process_group._backend
     if comm is not None:
-        from .collectives import staged
         _in_flight[id(result)] = staged(comm, arrays, run)
     return result
 

@@ -30,7 +30,9 @@ from ..ops.join import cat
 from ..tensor import Tensor
 from . import graph_ops
 from .collectives import all_reduce, reduce_scatter_tensor
+from .process_group import backend
 from .reduce_op import ReduceOp
+from .work import staged
 
 
 class _Bucket:
@@ -259,8 +261,6 @@ class Reducer:
 def broadcast_now(tensors: list, src: int) -> None:
     """Every rank's `tensors` become rank `src`'s, at once, even while a graph is being traced
     (set-up, not a step of the graph)."""
-    from .collectives import staged
-    from .process_group import backend
     comm = backend("broadcast")
     works = [staged(comm, [t._data], lambda a: comm.broadcast(a, src)) for t in tensors]
     for t, work in zip(tensors, works):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from . import watchdog
 
 
@@ -50,4 +52,23 @@ def completed(result=None) -> Work:
     """A Work that is already done (a collective with nothing to exchange)."""
     work = Work(lambda: None, lambda: True)
     work._done, work._result = True, result
+    return work
+
+
+def staged(comm, arrays: list, run) -> Work:
+    """Run `run(*arrays)` on host copies when the communicator wants host memory (MPI) and the
+    arrays live on a GPU; the results are copied back into the device arrays when it is done."""
+    if comm.name == "nccl" or all(isinstance(a, np.ndarray) for a in arrays):
+        return run(*arrays)
+    hosts = [a.get() if not isinstance(a, np.ndarray) else a for a in arrays]
+    work = run(*hosts)
+    inner_then = work._then
+
+    def copy_back():
+        result = inner_then() if inner_then is not None else None
+        for device, host in zip(arrays, hosts):
+            if device is not host:
+                device.set(host)
+        return result
+    work._then = copy_back
     return work
