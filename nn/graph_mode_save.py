@@ -12,6 +12,7 @@ from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.serialize import Decoder, Encoder, SerializeError
 from dualflow.tensor import Tensor
 
+from .compiled import CompiledModule
 from .graph_mode import ForwardEntry, JointEntry, module_tree
 from .graph_save import (_bind_all, _by_entry, _check_same, _check_state_dict,
                          _dry_run_optimizers, _live_key, _named_tensors, _portable_key,
@@ -61,7 +62,13 @@ def _name_of(p, names: dict) -> str:
     return names[id(p)]
 
 
+def _compiled_module(module):
+    """The module whose calls compile: `flow.compile(model)` compiles `model`'s."""
+    return module._orig_mod if isinstance(module, CompiledModule) else module
+
+
 def save_module(module, path, optimizer=None) -> None:
+    module = _compiled_module(module)
     cache = module.__dict__.get("_graph_cache")
     name = type(module).__name__
     if cache is None or not cache.items():
@@ -91,6 +98,7 @@ def _step_tensors(opt, live: list, bindings: list) -> dict:
 
 
 def load_module(module, path, optimizer=None) -> None:
+    module = _compiled_module(module)
     name = type(module).__name__
     where = f"flow.graph.load({name}, {str(path)!r})"
     structure, arrays, state = saved.read(path, "module")

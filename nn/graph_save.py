@@ -1,5 +1,5 @@
-"""Saving and loading compiled graphs: `nn.Graph.save` / `load` and, for GRAPH-mode modules,
-`flow.graph.save(module, path)` / `flow.graph.load(module, path)`.
+"""Saving and loading compiled graphs: `nn.Graph.save` / `load`, and the pieces GRAPH-mode
+modules' `flow.graph.save` / `load` (`graph_mode_save.py`) share with them.
 
 A file (`graph/saved.py`) holds every compiled entry of the call's cache — its optimised IR
 (`graph/serialize.py`), its output tree, and its cache key in portable form (each tensor
@@ -21,14 +21,13 @@ import copy
 import numpy as np
 
 from dualflow.graph import saved
-from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.optim_step import hyper_parameters
 from dualflow.graph.serialize import Decoder, Encoder, SerializeError, bind, encode_type
 from dualflow.graph.trace import scope_names
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 
-from .graph_mode import ForwardEntry, JointEntry, module_tree
+from .graph_mode import module_tree
 
 _KEY_TAIL = 7   # a key ends with the front end's five items, grad mode and the autocast state
 
@@ -133,7 +132,7 @@ def _dry_run_optimizers(optimizers: list, saved_sds, where: str) -> list:
 
 def _optimizer_tensors(optimizers: list, param_names: dict) -> dict:
     """state name -> tensor, named as nn.Graph's traces name them
-    (`optimizer0.model.0.weight.exp_avg`), and each group's lr input."""
+    (`optimizer0.model.0.weight.exp_avg`)."""
     out = {}
     for oi, opt in enumerate(optimizers):
         for p, state in opt.state.items():

@@ -66,7 +66,10 @@ def test_dtype_train_eval_grad_mode_and_config_changes_are_named():
     with flow.no_grad():
         g(x.double())
     assert _last(g.explain_retrace()) == ("graph.config",)
-    assert len(g.explain_retrace()) == g.cache_info()["traces"] == 5
+    with flow.no_grad(), flow.autocast("cpu", dtype=flow.bfloat16):
+        g(x.double())
+    assert _last(g.explain_retrace()) == ("autocast",)
+    assert len(g.explain_retrace()) == g.cache_info()["traces"] == 6
 
 
 def test_module_attributes_tree_and_optimizer_settings_are_named():
@@ -105,6 +108,22 @@ def test_graph_mode_modules_explain_their_compiles():
         ("Tempered.temperature: 1.0 -> 2.0",)]
     g = Infer(model)
     assert flow.graph.explain_retrace(g) is not None and len(flow.graph.explain_retrace(g)) == 0
+
+
+def test_the_argument_structure_is_named():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 2)
+
+        def forward(self, x, scale=1.0):
+            return self.lin(x) * scale
+    model = Scaled()
+    x = flow.randn(3, 4)
+    with flow.mode(flow.GRAPH), flow.no_grad():
+        model(x)
+        model(x, 2.0)
+    assert _last(flow.graph.explain_retrace(model)) == ("argument structure",)
 
 
 def _ranks(call, n):

@@ -270,6 +270,19 @@ def test_control_flow_regions_are_saved_and_loaded(tmp_path):
     assert g2.cache_info()["traces"] == 0
 
 
+def test_flow_compile_modules_save_and_load_their_calls(tmp_path, monkeypatch):
+    model, x, _ = make("mlp", flow.float32)
+    compiled = flow.compile(model)
+    with flow.no_grad():
+        want = compiled(x).numpy()
+    flow.graph.save(compiled, tmp_path / "c.dfg")
+    again = flow.compile(_fresh()[0])
+    flow.graph.load(again, tmp_path / "c.dfg")
+    _no_tracing(monkeypatch)
+    with flow.no_grad():
+        np.testing.assert_array_equal(again(x).numpy(), want)
+
+
 # ---- a fresh process -------------------------------------------------------------------------
 def _graph_mode_step(model, opt, x, y):
     opt.zero_grad()
