@@ -86,8 +86,9 @@ def test_a_failing_rank_ends_every_rank_with_an_error(how):
 
 
 @slow
-def test_the_ddp_digits_example_trains(tmp_path):
+@pytest.mark.parametrize("flags", [(), ("--graph", "--zero")])
+def test_the_ddp_digits_example_trains(tmp_path, flags):
     example = Path(__file__).parents[2] / "examples" / "train_digits_ddp.py"
-    out = assert_ok(2, str(example), "--epochs", "2", "--out", str(tmp_path))
+    out = assert_ok(2, str(example), "--epochs", "2", "--out", str(tmp_path), *flags)
     accuracy = float(out.split("test accuracy ")[1].split()[0])
     assert accuracy > 0.9, out
