@@ -43,7 +43,7 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
     tensors = flatten_args(args)[0]   # every tensor leaf of the arguments is an input
     input_names = _names(input_names, len(tensors), "input", "input_names")
     in_axes = dyn.input_axes(dynamic_axes or {}, input_names, tensors)
-    graph, _ = trace_model(model, args)
+    graph, _ = trace_model(model, args, in_axes)
     output_names = _names(output_names, len(graph.outputs), "output", "output_names")
     if set(input_names) & set(output_names):
         raise ValueError(f"to_onnx: {sorted(set(input_names) & set(output_names))} is used as "

@@ -72,7 +72,7 @@ def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
     variants, graphs = Variants(symbols, sizes), [graph]
     for k, s in enumerate(sizes[1:], 1):
         try:
-            graphs.append(trace_model(model, resized(args, in_axes, s))[0])
+            graphs.append(trace_model(model, resized(args, in_axes, s), in_axes)[0])
         except ExportError:
             raise
         except Exception as exc:

@@ -119,6 +119,8 @@ class Variants:
 def merge_attr(variants: Variants, trees: list, where: str):
     """One attribute across the traces: ints that change become Dims; anything else that changes
     (a float computed from a size, a different structure) cannot be exported."""
+    if any(getattr(t, "is_symbolic", False) for t in trees):   # a symbolic size (traced with
+        trees = [getattr(t, "hint", t) for t in trees]         # symbols): its size per trace
     first = trees[0]
     if isinstance(first, bool) or first is None or isinstance(first, (str, float, complex)):
         if any(t != first for t in trees[1:]):

@@ -168,7 +168,8 @@ class Exporter:
                 for v in node.outputs:
                     self.constants[v.id] = np.zeros(v.type.shape, v.type.dtype.np)
                 return
-            if self.fold and node.pure and all(v.id in self.constants for v in node.inputs):
+            if self.fold and node.pure and all(v.id in self.constants for v in node.inputs) \
+                    and id(node) not in self.sizes.attrs:   # no attribute follows an axis
                 self._fold(node)
                 return
         onnx = node.op.onnx

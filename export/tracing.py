@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import dualflow as flow
 from dualflow.graph import Trace
+from dualflow.graph.dynamic import symbolic_axes
 from dualflow.graph.trace import scope_names
 from dualflow.graph.pytree import flatten, flatten_args, map_tensors
 from dualflow.nn.capture import Snapshot
@@ -33,9 +34,13 @@ def _inference(modules: list):
             m.training = training
 
 
-def trace_model(model, args: tuple):
+def trace_model(model, args: tuple, axes: dict | None = None):
     """(IR graph, output tree) of `model(*args)` for inference. Nodes traced inside dualflow's
-    own layers are attributed to the innermost user frame: the `to_onnx` call."""
+    own layers are attributed to the innermost user frame: the `to_onnx` call. `axes` ({tensor
+    leaf: {axis: name}}, the dynamic axes) are traced as size symbols (graph/symbolic.py) when
+    every one has a size of at least 2, so sizes computed from them stay expressions (a tensor
+    made from `x.shape[1]` becomes an op, not a constant); a trace that needs one of them as a
+    plain int (a Python loop over it) says which and where."""
     if isinstance(model, NNGraph):
         roots, fn, name = dict(model._modules), model.build, type(model).__name__
     elif isinstance(model, Module):
@@ -49,19 +54,43 @@ def trace_model(model, args: tuple):
     trace.tracer.backward_error = ExportError(
         "build() called backward(): this nn.Graph is a training graph. to_onnx exports inference "
         "graphs; export the model itself, or an nn.Graph whose build() returns the predictions")
+    leaves = flatten_args(args)[0]
+    symbols = _symbols(axes or {}, leaves)
     try:
-        with _inference(list(roots.values())), trace:
-            it = iter(trace.inputs(flatten_args(args)[0]))
+        with _inference(list(roots.values())), symbolic_axes(symbols) as env, trace:
+            it = iter(trace.inputs(leaves))
             out = fn(*map_tensors(args, lambda t: next(it)))
             leaves, tree = flatten(out, f"{name} output")
             trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
     finally:   # attributes the forward assigned (a cached mask) go back: nothing traced is left
         snapshot.restore_attributes()
+    named = {s: n for n, s in _symbol_names(axes or {}).items()}
+    for sym, why in (env.specialized.items() if env is not None else ()):
+        raise ExportError(f"dynamic axis {named[sym]!r} cannot be dynamic: the traced code needs "
+                          f"its size as a plain number ({why}); give it a fixed size")
     if trace.graph.state_updates:
         written = ", ".join(repr(trace.graph._param_name(t)) for t, _ in trace.graph.state_updates)
         raise ExportError(f"the traced forward of {name} writes to {written} in place; an ONNX "
                           "model has no state to update (is a layer still in training mode?)")
     return trace.graph, tree
+
+
+def _symbols(axes: dict, leaves: list) -> dict:
+    """{leaf: {axis: s<k>}} for the dynamic axes (one symbol per axis name), or {} when one of
+    them is smaller than 2 (sizes 0 and 1 are never symbolic; graph/dynamic.py)."""
+    names = _symbol_names(axes)
+    if any(leaves[i].shape[a] < 2 for i, dims in axes.items() for a in dims):
+        return {}
+    return {i: {a: names[n] for a, n in dims.items()} for i, dims in axes.items()}
+
+
+def _symbol_names(axes: dict) -> dict:
+    """Export axis name -> the size symbol it is traced as (s0, s1, ... in order of appearance)."""
+    out: dict = {}
+    for dims in axes.values():
+        for n in dims.values():
+            out.setdefault(n, f"s{len(out)}")
+    return out
 
 
 def resized(args: tuple, axes: dict, sizes: dict) -> tuple:

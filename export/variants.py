@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dualflow.ops.rules import hinted
+
 from .dims import Variants, is_static, merge_attr
 from .errors import ExportError, describe_node
 
@@ -119,7 +121,7 @@ def match(graphs: list, variants: Variants, describe) -> Sizes:
     for vid, v in values[0].items():
         if any(vid not in vals for vals in values[1:]):
             raise ExportError(f"the traced graph's values change with {describe(1)}")
-        shapes = [tuple(vals[vid].type.shape) for vals in values]
+        shapes = [hinted(tuple(vals[vid].type.shape)) for vals in values]   # symbols: sizes
         if any(len(s) != len(shapes[0]) for s in shapes):
             raise ExportError(f"the rank of a value changes with {describe(1)} "
                               f"(used by {_first_user(nodes0, v)})")

@@ -125,6 +125,12 @@ class Plan:
             _pending.dims = None
 
 
+def symbolic_axes(dims: dict):
+    """A context for tracing with the axes `dims` ({leaf position: {dim: symbol}}) as symbols,
+    for callers that trace themselves (the ONNX exporter); yields the ShapeEnv of its guards."""
+    return Plan(dims).tracing()
+
+
 class DynamicShapes:
     """Per compiled call: the axes traced as symbols and the entries compiled with them."""
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from dualflow.ops import dispatch
 from dualflow.ops.opdef import TensorType, infer_type
+from dualflow.ops.sized import full_op
 from dualflow.tensor import Tensor
 
 from .ir import Graph
@@ -166,6 +167,9 @@ class Tracer:
         return trace_regions(self, fns, types)
 
     def constant(self, value, dtype, device):
+        if getattr(value, "is_symbolic", False):   # a size of a dynamic axis: made per call
+            return self.run(full_op, (), {"shape": (), "value": value, "dtype": dtype,
+                                          "device": device})
         arr = np.asarray(value, dtype=dtype.np)
         if device is not None and device.type != "cpu":
             arr = device.xp.asarray(arr)

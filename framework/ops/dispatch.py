@@ -94,6 +94,8 @@ def _promote_general(op, inputs):
             (dims if x.ndim else zero_dims).append(x.dtype)
         elif isinstance(x, (bool, int, float, np.number, np.bool_)):
             scalars.append(x.item() if isinstance(x, (np.number, np.bool_)) else x)
+        elif getattr(x, "is_symbolic", False):   # a symbolic size (dynamic axes): an int
+            scalars.append(x.hint)
         else:
             raise TypeError(f"{op.name}: expected a Tensor or a number, got {type(x).__name__}")
     if not scalars:

@@ -71,13 +71,27 @@ def test_bad_names_and_opsets():
 
 class _MeanOverBatch(nn.Module):
     def forward(self, x):
-        return x.sum(0) / x.shape[0]   # 1 / batch is baked in as a number
+        return x.sum(0) / x.shape[0]   # the batch is a size symbol: divided by at run time
 
 
-def test_a_number_computed_from_a_dynamic_size_is_refused():
-    with pytest.raises(ExportError, match=r"test_errors.py:\d+.*computed from a dynamic size"):
-        to_onnx(_MeanOverBatch(), (flow.randn(4, 3),), dynamic_axes={"input_0": [0]})
-    export_checked(_MeanOverBatch(), (flow.randn(4, 3),))  # fine with a fixed batch
+class _RootOfBatch(nn.Module):
+    def forward(self, x):
+        return x * x.shape[0] ** 0.5   # a float from a dynamic size: only its traced value
+
+
+def test_an_int_computed_from_a_dynamic_size_follows_it():
+    model = _MeanOverBatch()
+    proto = export_checked(model, (flow.randn(4, 3),), dynamic_axes={"input_0": [0]})
+    for batch in (4, 9):
+        x = flow.randn(batch, 3)
+        assert_close(run(proto, [x.numpy()]), eager_outputs(model, (x,)), f"batch {batch}")
+
+
+def test_a_float_computed_from_a_dynamic_size_is_refused():
+    with pytest.raises(ExportError, match=r"'input_0_dynamic_axes_1' cannot be dynamic.*"
+                                          r"test_errors.py:\d+"):
+        to_onnx(_RootOfBatch(), (flow.randn(4, 3),), dynamic_axes={"input_0": [0]})
+    export_checked(_RootOfBatch(), (flow.randn(4, 3),))  # fine with a fixed batch
 
 
 class _Counter(nn.Module):
@@ -114,7 +128,12 @@ class _Causal(nn.Module):
         return self.layer(x, src_mask=mask, is_causal=True)
 
 
-def test_a_tensor_made_while_tracing_cannot_follow_a_dynamic_axis_unless_uniform():
-    with pytest.raises(ExportError, match=r"created while tracing.*dynamic axis 'seq' \(5 -> 6\)"):
-        to_onnx(_Causal(), (flow.randn(2, 5, 8),), dynamic_axes={"input_0": {0: "b", 1: "seq"}})
-    export_checked(_Causal(), (flow.randn(2, 5, 8),), dynamic_axes={"input_0": {0: "b"}})
+def test_a_causal_mask_made_from_the_length_follows_a_dynamic_sequence_axis():
+    """The dynamic axes are traced as size symbols, so a tensor made from `x.shape[1]` is an op
+    of the graph (ONNX Expand, Range, Trilu), computed at each input's length."""
+    model = _Causal()
+    proto = export_checked(model, (flow.randn(2, 5, 8),),
+                           dynamic_axes={"input_0": {0: "b", 1: "seq"}})
+    for b, t in ((2, 5), (3, 9)):
+        x = flow.randn(b, t, 8)
+        assert_close(run(proto, [x.numpy()]), eager_outputs(model, (x,)), f"{b}x{t}")
