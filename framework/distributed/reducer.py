@@ -46,7 +46,8 @@ class _Bucket:
         self.pending = len(params)
         self.work = None
         self.grads: list = [None] * len(params)   # traced gradients (while tracing)
-        self.traced = None                       # (started node, what its wait keeps alive)
+        self.started = None   # traced: (start node's output, what its wait keeps alive)
+        self.result = None    # traced: the wait's output (the averages, or ZeRO's block)
 
     def slot(self, i: int):
         return self.flat[self.offsets[i]:self.offsets[i + 1]]
@@ -125,7 +126,7 @@ class Reducer:
     def shards(self) -> list:
         """The averaged gradient block of this rank, per bucket, after a backward (ZeRO):
         arrays, or traced tensors while tracing."""
-        return [b.traced if self.traced else b.shard for b in self.buckets]
+        return [b.result if self.traced else b.shard for b in self.buckets]
 
     # -- forward side ---------------------------------------------------------------------------
     def prepare(self, outputs) -> None:
@@ -139,7 +140,8 @@ class Reducer:
                 f"(waiting for: {self._waiting_names()})")
         self._drain()
         for b in self.buckets:
-            b.pending, b.work, b.grads, b.traced = len(b.params), None, [None] * len(b.params), None
+            b.pending, b.work, b.grads = len(b.params), None, [None] * len(b.params)
+            b.started = b.result = None
         self.next_bucket, self.active, self.from_backward, self.ready = 0, True, False, set()
         self.traced = bool(dispatch_state.interpreters)
         if self.find_unused and self.traced:
@@ -204,10 +206,10 @@ class Reducer:
             with no_grad():
                 flat = b.traced_flat()
                 if self.world:
-                    b.traced = (graph_ops.reduce_scatter_start(flat, op="avg", world=self.world),
-                                flat)
+                    b.started = (graph_ops.reduce_scatter_start(flat, op="avg", world=self.world),
+                                 flat)
                 else:
-                    b.traced = (graph_ops.all_reduce_start(flat, op="avg"),)
+                    b.started = (graph_ops.all_reduce_start(flat, op="avg"),)
         elif self.world:
             b.work = reduce_scatter_tensor(Tensor._wrap(b.shard), Tensor._wrap(b.flat),
                                            ReduceOp.AVG, async_op=True)
@@ -220,8 +222,7 @@ class Reducer:
         self.active = False
         with no_grad():
             for b in self.buckets:
-                done = graph_ops.collective_wait(*b.traced)
-                b.traced = done
+                b.result = done = graph_ops.collective_wait(*b.started)
                 if self.world:
                     continue
                 for i, p in enumerate(b.params):
