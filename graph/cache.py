@@ -47,9 +47,11 @@ class GraphCache:
                           "Pad inputs to fixed shapes, keep Python state out of forward, or run "
                           "this part eagerly", stacklevel=3)
 
-    def adopt(self, key, entry, origin: str) -> None:
-        """Install an entry that was not compiled here (loaded from a file), recorded as such."""
-        self.history.append(Retrace(len(self.history) + 1, (origin,)))
+    def adopt(self, key, entry, origin: str | None) -> None:
+        """Install an entry that was not compiled here (loaded from a file), recorded as such
+        (`origin`; None for further keys of an entry already recorded)."""
+        if origin is not None:
+            self.history.append(Retrace(len(self.history) + 1, (origin,)))
         self._install(key, entry)
 
     def _install(self, key, entry) -> None:

@@ -20,6 +20,7 @@ from .executable import Executable
 from .ir import Graph
 from .memory import plan_memory
 from .serialize import SerializeError
+from .symbolic_exec import SymbolicExecutable, graph_is_symbolic
 
 FORMAT = "dualflow.compiled_graph"
 FORMAT_VERSION = 1
@@ -70,9 +71,12 @@ def options(config=None, overflow_expected: bool = False) -> dict:
             "overflow_expected": overflow_expected}
 
 
-def executable(graph: Graph, opts: dict) -> Executable:
+def executable(graph: Graph, opts: dict):
     """Memory planning and code generation for an already optimised graph: what the compiler
-    does after its passes, and nothing before them."""
+    does after its passes, and nothing before them (for a graph over size symbols, per size
+    on first use: `symbolic_exec`)."""
+    if graph_is_symbolic(graph):
+        return SymbolicExecutable(graph, lambda concrete: executable(concrete, opts))
     plan = plan_memory(graph, inplace=bool(opts["inplace"]), slots=bool(opts["memory_plan"]))
     return Executable(graph, graph_xp(graph), plan, overflow_expected=bool(opts["overflow_expected"]))
 

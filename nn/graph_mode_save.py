@@ -152,10 +152,10 @@ def _install_calls(module, path, dec: Decoder, records: list, graphs: list, tens
                                list(rec["have"]), name, None)
         else:
             entry = ForwardEntry(fwd, tree, rec["n_user"], None)
-        for saved_key, middle in rec["keys"]:
+        for i, (saved_key, middle) in enumerate(rec["keys"]):
             key = _live_key(dec, saved_key, dec.value(middle) + (walk.key,))
             entry.walks, entry.key = [walk], key
-            cache.adopt(key, entry, f"loaded from {path}")
+            cache.adopt(key, entry, None if i else f"loaded from {path}")
 
 
 def _install_step(opt, path, dec: Decoder, rec: dict, graph, live: list) -> None:

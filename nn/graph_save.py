@@ -250,10 +250,10 @@ def load_graph(g, path) -> None:
         entry = _TrainEntry(exe, dec.value(rec["tree"]), rec["n_user"], rec["n_out"],
                             [live[p] for p in rec["grad_params"]], bindings,
                             dict(rec["report"], loaded_from=str(path)), None)
-        for saved_key in rec["keys"]:
+        for i, saved_key in enumerate(rec["keys"]):
             key = _live_key(dec, saved_key, (g.config.version, versions,
                                              tuple(w.key for w in walks)))
             entry.walks, entry.key = walks, key
-            g._cache.adopt(key, entry, f"loaded from {path}")
+            g._cache.adopt(key, entry, None if i else f"loaded from {path}")
     g._warmed = g._warmed or bool(structure["warmed"])
     g._last = g._cache.newest

@@ -57,6 +57,24 @@ def test_attr_values_round_trip_with_their_types(value):
         assert got.dtype == value.dtype and got.tobytes() == value.tobytes()
 
 
+def test_size_expressions_round_trip_and_foreign_code_is_refused():
+    from dualflow.graph.symbolic import SymFloat, SymInt
+    n = SymInt.symbol("s0", 6)
+    for value in (n * 64, n - 1, n // 4 + 2, (n, 3)):
+        got = _roundtrip(value)
+        assert str(got) == str(value) and flow.graph.symbolic.evaluate(got, {"s0": 9}) == \
+            flow.graph.symbolic.evaluate(value, {"s0": 9})
+    half = SymFloat("(1.0 / s0)", 1 / 6, n.expr)
+    assert _roundtrip(half).code == half.code and _roundtrip(half).hint == half.hint
+    dim = Encoder().value(n, "test")
+    for bad in ("().__class__", "__import__('os')", "s0.real", "'x'"):
+        with pytest.raises(SerializeError, match="invalid size expression"):
+            Decoder({}).value({"$": "symfloat", "code": bad, "hint": "0x1p+0",
+                               "expr": dim["expr"]})
+    with pytest.raises(SerializeError, match="invalid size expression"):
+        Decoder({}).value({**dim, "expr": {"terms": [[["_x"], 1]], "atoms": []}})
+
+
 def test_arrays_round_trip_through_the_array_table():
     a = np.arange(6, dtype=np.float64).reshape(2, 3) / 7
     got = _roundtrip({"w": a})["w"]
@@ -268,6 +286,25 @@ def test_control_flow_regions_are_saved_and_loaded(tmp_path):
     for sign in (1, -1):   # both branches
         np.testing.assert_array_equal(g2(x * sign).numpy(), g(x * sign).numpy())
     assert g2.cache_info()["traces"] == 0
+
+
+def test_a_graph_compiled_with_size_symbols_is_saved_once_for_all_its_sizes(tmp_path,
+                                                                          monkeypatch):
+    class Scaled(Infer):
+        def build(self, x):
+            return self.model(x).mean(0) * x.shape[0]   # a size used as a value
+    model, _, _ = make("mlp", flow.float32)
+    g = Scaled(model)
+    xs = [flow.randn(n, 10) for n in (3, 5, 7)]
+    want = [g(x).numpy() for x in xs]
+    assert "s0" in str(g.ir)
+    g.save(tmp_path / "dyn.dfg")
+    g2 = Scaled.load(tmp_path / "dyn.dfg", _fresh()[0])
+    _no_tracing(monkeypatch)
+    for x, w in zip(xs, want):
+        np.testing.assert_array_equal(g2(x).numpy(), w)
+    assert g2.cache_info()["traces"] == 0   # one line per saved compile, not per size:
+    assert len(g2.explain_retrace()) == len(g.explain_retrace()) == 2   # 3, then s0
 
 
 def test_flow_compile_modules_save_and_load_their_calls(tmp_path, monkeypatch):
