@@ -258,6 +258,8 @@ class SymInt:
     def _binary(self, other, fn, hint_fn, swap=False):
         o = _expr(other)
         if o is None:
+            if isinstance(other, float) or type(other) is SymFloat:   # float arithmetic
+                return SymFloat.of(self)._arith(other, _FLOAT_OPS[hint_fn], swap)
             return NotImplemented
         a, b = (o, (self.expr, self.hint)) if swap else ((self.expr, self.hint), o)
         return make(fn(a[0], b[0]), hint_fn(a[1], b[1]))
@@ -275,13 +277,9 @@ class SymInt:
         return self._binary(o, Expr.__sub__, int.__sub__, True)
 
     def __mul__(self, o):
-        if isinstance(o, float):
-            return self._specialize("a size times a float") * o
         return self._binary(o, Expr.__mul__, int.__mul__)
 
     def __rmul__(self, o):
-        if isinstance(o, float):
-            return o * self._specialize("a float times a size")
         return self._binary(o, Expr.__mul__, int.__mul__, True)
 
     def __floordiv__(self, o):
@@ -373,10 +371,10 @@ class SymInt:
         return float(self._specialize("float(size)"))
 
     def __truediv__(self, o):
-        return self._specialize("size / number") / o
+        return SymFloat.of(self)._arith(o, "/", False)
 
     def __rtruediv__(self, o):
-        return o / self._specialize("number / size")
+        return SymFloat.of(self)._arith(o, "/", True)
 
     def __pow__(self, o):
         return self._specialize("size ** number") ** o
@@ -395,11 +393,112 @@ class SymInt:
     __repr__ = __str__
 
 
+_FLOAT_OPS = {int.__add__: "+", int.__sub__: "-", int.__mul__: "*"}
+
+
+class SymFloat:
+    """A float computed from sizes (`momentum * n / (n - 1)`, `1.0 / s0`): Python code over the
+    symbols, evaluated in the same order as the eager arithmetic (so to the same bits), with
+    the trace-time value as its hint. It may be an op's scalar operand or attribute; a question
+    about its value specialises its symbols, as for SymInt."""
+    __slots__ = ("code", "hint", "expr")
+    is_symbolic = True
+
+    def __init__(self, code: str, hint: float, expr: Expr):
+        self.code, self.hint, self.expr = code, hint, expr   # expr: any poly with its symbols
+
+    @staticmethod
+    def of(n: "SymInt") -> "SymFloat":
+        return SymFloat(f"({n.expr.code()})", n.hint, n.expr)
+
+    def _arith(self, other, op: str, swap: bool):
+        if type(other) is SymInt:
+            other = SymFloat.of(other)
+        if type(other) is SymFloat:
+            code, hint, expr = other.code, other.hint, self.expr + other.expr
+        elif isinstance(other, (int, float)) and not isinstance(other, bool):
+            code, hint, expr = repr(other), other, self.expr
+        else:
+            return NotImplemented
+        a, b = (code, self.code) if swap else (self.code, code)
+        x, y = (hint, self.hint) if swap else (self.hint, hint)
+        return SymFloat(f"({a} {op} {b})", eval(f"x {op} y"), expr)  # noqa: S307 - + - * /
+
+    def __add__(self, o):
+        return self._arith(o, "+", False)
+
+    def __radd__(self, o):
+        return self._arith(o, "+", True)
+
+    def __sub__(self, o):
+        return self._arith(o, "-", False)
+
+    def __rsub__(self, o):
+        return self._arith(o, "-", True)
+
+    def __mul__(self, o):
+        return self._arith(o, "*", False)
+
+    def __rmul__(self, o):
+        return self._arith(o, "*", True)
+
+    def __truediv__(self, o):
+        return self._arith(o, "/", False)
+
+    def __rtruediv__(self, o):
+        return self._arith(o, "/", True)
+
+    def __neg__(self):
+        return SymFloat(f"(-{self.code})", -self.hint, self.expr)
+
+    def _specialize(self, what: str) -> float:
+        env = active_env()
+        if env is not None:
+            env.add(f"{self.code} == {self.hint!r}", f"{what} at {user_source()} needs a plain "
+                    "number", self.expr)
+        return self.hint
+
+    def __float__(self) -> float:
+        return self._specialize("float(size expression)")
+
+    def __bool__(self) -> bool:
+        return bool(self._specialize("bool(size expression)"))
+
+    def _compare(self, o, op: str):
+        value = self._specialize(f"a size expression compared with {op}")
+        return eval(f"value {op} o")  # noqa: S307 - a comparison of two numbers
+
+    def __lt__(self, o):
+        return self._compare(o, "<")
+
+    def __le__(self, o):
+        return self._compare(o, "<=")
+
+    def __gt__(self, o):
+        return self._compare(o, ">")
+
+    def __ge__(self, o):
+        return self._compare(o, ">=")
+
+    def __eq__(self, o):
+        if type(o) is SymFloat:
+            return self.code == o.code
+        return self._compare(o, "==")
+
+    def __hash__(self) -> int:
+        return hash(self.code)
+
+    def __str__(self) -> str:
+        return self.code
+
+    __repr__ = __str__
+
+
 # ---- helpers for shapes, attributes and compiled code ---------------------------------------
 def is_symbolic(x) -> bool:
     """Whether a size, shape, attribute tree or TensorType holds a SymInt."""
     t = type(x)
-    if t is SymInt:
+    if t is SymInt or t is SymFloat:
         return True
     if t is tuple or t is list:
         return any(is_symbolic(v) for v in x)
@@ -418,6 +517,8 @@ def evaluate(x, sizes: dict):
     t = type(x)
     if t is SymInt:
         return eval(x.expr.code(), {"__builtins__": {}}, sizes)  # noqa: S307 - our own code
+    if t is SymFloat:
+        return eval(x.code, {"__builtins__": {}}, sizes)  # noqa: S307 - our own code
     if t is tuple or t is list:
         return t(evaluate(v, sizes) for v in x)
     if t is slice:
