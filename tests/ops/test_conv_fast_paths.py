@@ -1,7 +1,8 @@
 """The convolution kernels' shape-dependent paths against PyTorch, values and both gradients:
 depthwise convolution on small images channels last (ops/conv_channels_last.py), one-group
 convolutions on small images as one GEMM over the whole batch, the 1x1 transposed convolution
-without a canvas, and the paths they fall back to. Every case runs in float64 (agreement to
+without a canvas, the stride-1 transposed convolution as a correlation with the flipped kernel,
+and the paths they fall back to. Every case runs in float64 (agreement to
 rounding) and a watch checks that the path meant is the one taken; a compiled training step gives
 eager's numbers bit for bit."""
 from __future__ import annotations
@@ -46,7 +47,8 @@ CONV_CASES = [
 @pytest.fixture
 def taken(monkeypatch):
     """`taken(name)` watches a conv-module function; afterwards `taken.calls[name]` holds whether
-    it chose its path on each call (True for a kernel that ran, a predicate's answer)."""
+    it chose its path on each call (a predicate's answer; for others, whether they returned
+    something: a kernel that ran, a rewrite that applies)."""
     calls: dict = {}
 
     def watch(name: str) -> None:
@@ -54,7 +56,8 @@ def taken(monkeypatch):
 
         def recorded(*args, **kwargs):
             result = real(*args, **kwargs)
-            calls.setdefault(name, []).append(result if isinstance(result, bool) else True)
+            calls.setdefault(name, []).append(result if isinstance(result, bool) else
+                                              result is not None)
             return result
         monkeypatch.setattr(conv_module, name, recorded)
     watch.calls = calls
@@ -119,6 +122,12 @@ TRANSPOSED_CASES = [
      "_overlap_add"),
     ("two groups", (2, 4, 3, 3), (4, 3, 3, 3), dict(padding=1, groups=2), "!_one_gemm"),
     ("1x1 without canvas", (2, 4, 5, 5), (4, 3, 1, 1), {}, "_pointwise"),
+    ("stride 1 as a correlation", (2, 4, 6, 6), (4, 3, 3, 3), dict(padding=1),
+     "_as_correlation"),
+    ("dilated, uneven kernel, as a correlation", (2, 3, 7, 6), (3, 2, 3, 2),
+     dict(padding=(1, 0), dilation=2), "_as_correlation"),
+    ("padding past the kernel's reach: canvas", (2, 4, 6, 6), (4, 3, 3, 3), dict(padding=3),
+     "!_as_correlation"),
 ]
 
 
