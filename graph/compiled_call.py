@@ -35,7 +35,7 @@ class CompiledCall(GraphCache):
         leaves = run_args[0] if run_args and type(run_args[0]) is list else []
         plan = self.dynamic.plan(key, leaves, list(self._entries))
         if plan.entry is not None:   # compiled with symbols, and this call's sizes fit
-            self._install(key, plan.entry)
+            self._alias(key, plan.entry)
             return plan.entry.run(*run_args)
         saved = snapshot() if snapshot is not None else None
         try:
@@ -55,6 +55,16 @@ class CompiledCall(GraphCache):
         why = [why] if isinstance(why, str) else list(why)
         self.put(key, entry, [w for w in [plan.failed, *why] if w])
         return out
+
+
+    def _alias(self, key, entry) -> None:
+        """Make `key` an ordinary hit of an entry compiled with symbols. Aliases make room
+        silently (the entry itself stays in `dynamic.entries`), so a loop over many lengths
+        does not set off the cache-limit warning."""
+        self._entries[key] = entry
+        self._newest = entry
+        if len(self._entries) > self.limit:
+            self._entries.popitem(last=False)
 
 
 class OptimizerSnapshot:

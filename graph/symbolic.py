@@ -549,3 +549,59 @@ def symbols_of(shape) -> set:
         if type(d) is SymInt:
             out |= d.expr.symbols()
     return out
+
+
+# ---- as data (saved graphs, graph/serialize.py) -----------------------------------------------
+def to_data(x) -> dict:
+    """A SymInt or SymFloat as JSON-able data: its expression as printed (`s0*64`, `(s0*3)//(2)`,
+    `((0.1 * (s0*36)) / (s0*36 - 1))`) and its hint; `from_data` reads it back."""
+    if type(x) is SymInt:
+        return {"size": str(x.expr), "hint": x.hint}
+    if type(x) is SymFloat:
+        return {"float": x.code, "hint": x.hint}
+    raise TypeError(f"to_data: expected a SymInt or SymFloat, got {type(x).__name__}")
+
+
+def from_data(d: dict):
+    """The SymInt or SymFloat `to_data` wrote. The text is parsed, never evaluated: names,
+    integer and float literals, + - * / // % and parentheses only (anything else is an error)."""
+    import ast
+    if not isinstance(d, dict) or set(d) not in ({"size", "hint"}, {"float", "hint"}):
+        raise ValueError(f"not a saved size expression: {d!r}")
+    text = d.get("size", d.get("float"))
+    hint = d["hint"]
+    try:
+        tree = ast.parse(text, mode="eval").body if isinstance(text, str) else None
+    except SyntaxError:
+        tree = None
+    if tree is None:
+        raise ValueError(f"not a saved size expression: {d!r}")
+    if "size" in d:
+        if type(hint) is not int:
+            raise ValueError(f"a saved size needs an int hint: {d!r}")
+        return make(_parse_expr(tree, text), hint)
+    value = _parse_expr(tree, text, floats=True)
+    if not isinstance(hint, (int, float)) or isinstance(hint, bool):
+        raise ValueError(f"a saved size expression needs a numeric hint: {d!r}")
+    return SymFloat(text, float(hint), value)
+
+
+def _parse_expr(node, text: str, floats: bool = False) -> Expr:
+    """The polynomial of a parsed size expression (floats: the symbols a float code reads)."""
+    import ast
+    ops = {ast.Add: Expr.__add__, ast.Sub: Expr.__sub__, ast.Mult: Expr.__mul__,
+           ast.FloorDiv: Expr.floordiv, ast.Mod: Expr.mod}
+    if isinstance(node, ast.Name) and node.id.isidentifier():
+        return Expr.symbol(node.id)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return Expr.const(node.value)
+    if floats and isinstance(node, ast.Constant) and type(node.value) is float:
+        return Expr({})
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _parse_expr(node.operand, text, floats).scale(-1)
+    if isinstance(node, ast.BinOp) and (type(node.op) in ops or floats and
+                                        isinstance(node.op, ast.Div)):
+        a, b = _parse_expr(node.left, text, floats), _parse_expr(node.right, text, floats)
+        return a + b if floats else ops[type(node.op)](a, b)
+    raise ValueError(f"not a size expression: {text!r}")
+

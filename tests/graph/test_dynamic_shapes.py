@@ -270,3 +270,27 @@ def test_every_axis_dynamic_and_a_size_as_a_scalar_operand():
                                    rtol=1e-6)
     assert g.cache_info()["traces"] == 1
     assert "f32[s0,s1]" in str(g._cache.newest.exe.graph)
+
+
+def test_many_lengths_replay_one_graph_without_cache_warnings(recwarn):
+    flow.manual_seed(0)
+    model = nn.Linear(3, 2)
+    for t in range(2, 50):
+        x = flow.randn(t, 3)
+        np.testing.assert_array_equal(_graph(model, x), _graph(copy.deepcopy(model), x))
+    assert cache_info(model)["traces"] == 2
+    assert not [w for w in recwarn if "cache limit" in str(w.message)]
+
+
+def test_size_expressions_round_trip_as_data():
+    from dualflow.graph.symbolic import SymFloat, evaluate, from_data, to_data
+    s0, s1 = SymInt.symbol("s0", 8), SymInt.symbol("s1", 5)
+    for x in (s0 * 64, s1 - 1, s0 * s1, s0 * 3 // 2, (s0 * 3) % 4 + s1, 0.1 * s0 / (s0 - 1)):
+        back = from_data(to_data(x))
+        assert type(back) is type(x) and str(back) == str(x) and back.hint == x.hint
+        assert evaluate(back, {"s0": 11, "s1": 7}) == evaluate(x, {"s0": 11, "s1": 7})
+    assert isinstance(from_data(to_data(1.0 / s0)), SymFloat)
+    for bad in ({"size": "__import__('os')", "hint": 1}, {"size": "s0 ** 2", "hint": 4},
+                {"size": "s0 +", "hint": 4}, {"size": "s0", "hint": "4"}, {"x": 1}):
+        with pytest.raises(ValueError):
+            from_data(bad)
