@@ -154,4 +154,3 @@ def _rank_from(shape_of):
         shape = shape_of(name)
         return None if shape is None else len(shape)
     return rank_of
-
