@@ -16,7 +16,7 @@ from .compiled import CompiledModule
 from .graph_mode import ForwardEntry, JointEntry, module_tree
 from .graph_save import (_bind_all, _by_entry, _check_same, _check_state_dict,
                          _dry_run_optimizers, _live_key, _named_tensors, _portable_key,
-                         _tree_facts)
+                         _saved_key, _tree_facts)
 
 
 def _module_names(module) -> dict:
@@ -111,61 +111,76 @@ def load_module(module, path, optimizer=None) -> None:
         _check_same(structure["tree"], _tree_facts(Encoder(), {"": module}), where)
         _check_state_dict(state.get("model"), module.state_dict(), where)
         trials = _dry_run_optimizers(optimizers, state.get("optimizers"), where)
-        records, steps = structure["entries"], structure["steps"] if optimizers else []
-        graphs = [{f: dec.graph(r[f]) for f in (("fwd", "bwd") if r["kind"] == "joint"
-                                                else ("fwd",))} for r in records]
-        step_graphs = [{"graph": dec.graph(r["graph"])} for r in steps]
-        if any(p not in tensors for r in records + steps for p in r.get("params", r.get("live"))
-               or ()):
+        records = [_read_call(dec, r) for r in structure["entries"]]
+        steps = [_read_step(dec, r) for r in (structure["steps"] if optimizers else [])]
+        if any(p not in tensors for r in records + steps for p in r["params"]):
             raise SerializeError(f"{where}: a saved graph names a parameter the model does not "
                                  "have")
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise SerializeError(f"{where}: malformed file structure ({exc})") from None
-    _bind_all(graphs, tensors)   # every name and type checked before anything changes
-    for r, gs in zip(steps, step_graphs):
-        live = [tensors[p] for p in r["live"]]
+    _bind_all([r["graphs"] for r in records], tensors)   # names and types checked before
+    for r in steps:                                        # anything changes
+        live = [tensors[p] for p in r["params"]]
         groups = [optim_step.LrBinding(g) for g in trials[0].param_groups]
-        _bind_all([gs], _step_tensors(trials[0], live, groups))
+        _bind_all([r["graphs"]], _step_tensors(trials[0], live, groups))
 
     module.load_state_dict(state["model"])
     for opt, sd in zip(optimizers, state["optimizers"]):
         opt.load_state_dict(sd)
-    _install_calls(module, path, dec, records, graphs, tensors)
-    for r, gs in zip(steps, step_graphs):
-        _install_step(optimizer, path, dec, r, gs["graph"], [tensors[p] for p in r["live"]])
+    _install_calls(module, path, records, tensors)
+    for r in steps:
+        _install_step(optimizer, path, r, [tensors[p] for p in r["params"]])
 
 
-def _install_calls(module, path, dec: Decoder, records: list, graphs: list, tensors: dict):
+def _read_call(dec: Decoder, r: dict) -> dict:
+    """A saved call decoded and checked (graphs verified), before anything is loaded."""
+    joint = r["kind"] == "joint"
+    return {"joint": joint, "graphs": {f: dec.graph(r[f]) for f in (("fwd", "bwd") if joint
+                                                                      else ("fwd",))},
+            "keys": [(_saved_key(dec, k), dec.value(middle)) for k, middle in r["keys"]],
+            "tree": dec.value(r["tree"]), "n_user": int(r["n_user"]),
+            "params": [str(p) for p in r.get("params", ())],
+            **({k: int(r[k]) for k in ("n_out", "n_res")} if joint else {}),
+            **({k: [int(i) for i in r[k]] for k in ("input_positions", "diff_positions", "have")}
+               if joint else {})}
+
+
+def _read_step(dec: Decoder, r: dict) -> dict:
+    return {"graphs": {"graph": dec.graph(r["graph"])}, "params": [str(p) for p in r["live"]],
+            "grads": dec.value(r["grads"]), "state_keys": dec.value(r["state_keys"])}
+
+
+def _install_calls(module, path, records: list, tensors: dict) -> None:
     name = type(module).__name__
     cache = module.__dict__.get("_graph_cache")
     if cache is None:
         cache = module.__dict__["_graph_cache"] = CompiledCall(name)
     walk = module_tree(module)
     opts = saved.options()
-    for rec, gs in zip(records, graphs):
-        tree = dec.value(rec["tree"])
-        fwd = saved.executable(gs["fwd"], opts)
-        if rec["kind"] == "joint":
-            entry = JointEntry(fwd, saved.executable(gs["bwd"], opts), tree, rec["n_user"],
-                               rec["n_out"], rec["n_res"], [tensors[p] for p in rec["params"]],
-                               list(rec["input_positions"]), list(rec["diff_positions"]),
-                               list(rec["have"]), name, None)
+    for rec in records:
+        fwd = saved.executable(rec["graphs"]["fwd"], opts)
+        if rec["joint"]:
+            entry = JointEntry(fwd, saved.executable(rec["graphs"]["bwd"], opts), rec["tree"],
+                               rec["n_user"], rec["n_out"], rec["n_res"],
+                               [tensors[p] for p in rec["params"]], rec["input_positions"],
+                               rec["diff_positions"], rec["have"], name, None)
         else:
-            entry = ForwardEntry(fwd, tree, rec["n_user"], None)
+            entry = ForwardEntry(fwd, rec["tree"], rec["n_user"], None)
         for i, (saved_key, middle) in enumerate(rec["keys"]):
-            key = _live_key(dec, saved_key, dec.value(middle) + (walk.key,))
+            key = _live_key(saved_key, middle + (walk.key,))
             entry.walks, entry.key = [walk], key
             cache.adopt(key, entry, None if i else f"loaded from {path}")
 
 
-def _install_step(opt, path, dec: Decoder, rec: dict, graph, live: list) -> None:
+def _install_step(opt, path, rec: dict, live: list) -> None:
     """Bind a compiled step to the loaded optimizer and file it under the key its next
     `step()` computes (optim_step._signature)."""
     bindings = [optim_step.LrBinding(g) for g in opt.param_groups]
-    _bind_all([{"graph": graph}], _step_tensors(opt, live, bindings))
+    graph = rec["graphs"]["graph"]
+    _bind_all([rec["graphs"]], _step_tensors(opt, live, bindings))
     entry = optim_step._StepEntry(saved.executable(graph, saved.options()), live, bindings)
-    grads = tuple((tuple(s), d, type(p._data)) for (s, d), p in zip(dec.value(rec["grads"]), live))
-    key = (grads, optim_step.hyper_parameters(opt), dec.value(rec["state_keys"]), opt._version,
+    grads = tuple((tuple(s), d, type(p._data)) for (s, d), p in zip(rec["grads"], live))
+    key = (grads, optim_step.hyper_parameters(opt), rec["state_keys"], opt._version,
            tuple(id(p) for p in live))
     calls = optim_step._calls.get(opt)
     if calls is None:

@@ -51,9 +51,14 @@ def _by_entry(cache) -> list:
     return list(groups.values())
 
 
-def _live_key(dec: Decoder, saved_key: dict, middle: tuple) -> tuple:
-    """A cache key from its saved portable parts and the front end's live items `middle`."""
-    k = {name: dec.value(v) for name, v in saved_key.items()}
+def _saved_key(dec: Decoder, saved_key: dict) -> dict:
+    return {name: dec.value(saved_key[name])
+            for name in ("leaves", "structure", "flags", "grad", "autocast")}
+
+
+def _live_key(k: dict, middle: tuple) -> tuple:
+    """A cache key from its saved portable parts (`_saved_key`) and the front end's live items
+    `middle`."""
     return k["leaves"] + (k["structure"], k["flags"]) + middle + (k["grad"], k["autocast"])
 
 
@@ -217,9 +222,13 @@ def load_graph(g, path) -> None:
         _check_state_dict(state.get("model"), g.state_dict(), where)
         optimizers = [opt for opt, _ in g._optimizers]
         trials = _dry_run_optimizers(optimizers, state.get("optimizers"), where)
-        records = structure["entries"]
-        graphs = _decode_all(dec, records, ("graph",))
-    except (KeyError, TypeError) as exc:
+        records = [{"keys": [_saved_key(dec, k) for k in r["keys"]],
+                    "tree": dec.value(r["tree"]), "n_user": int(r["n_user"]),
+                    "n_out": int(r["n_out"]), "grad_params": [str(p) for p in r["grad_params"]],
+                    "report": dict(r["report"])} for r in structure["entries"]]
+        graphs = _decode_all(dec, structure["entries"], ("graph",))
+        warmed = bool(structure["warmed"])
+    except (KeyError, TypeError, ValueError) as exc:
         raise SerializeError(f"{where}: malformed file structure ({exc})") from None
     names = scope_names(g._modules)[0]   # as nn.Graph's traces name optimizer state
     lr_type = Tensor._wrap(np.zeros((), np.float64))
@@ -247,13 +256,12 @@ def load_graph(g, path) -> None:
     opts = saved.options(g.config)
     for rec, gs in zip(records, graphs):
         exe = saved.executable(gs["graph"], opts)
-        entry = _TrainEntry(exe, dec.value(rec["tree"]), rec["n_user"], rec["n_out"],
+        entry = _TrainEntry(exe, rec["tree"], rec["n_user"], rec["n_out"],
                             [live[p] for p in rec["grad_params"]], bindings,
                             dict(rec["report"], loaded_from=str(path)), None)
         for i, saved_key in enumerate(rec["keys"]):
-            key = _live_key(dec, saved_key, (g.config.version, versions,
-                                             tuple(w.key for w in walks)))
+            key = _live_key(saved_key, (g.config.version, versions, tuple(w.key for w in walks)))
             entry.walks, entry.key = walks, key
             g._cache.adopt(key, entry, None if i else f"loaded from {path}")
-    g._warmed = g._warmed or bool(structure["warmed"])
+    g._warmed = g._warmed or warmed
     g._last = g._cache.newest

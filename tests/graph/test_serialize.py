@@ -249,6 +249,28 @@ def test_bad_files_are_refused_before_anything_changes(tmp_path, case):
     _assert_untouched(before, model2, opt2, target)
 
 
+def test_graph_mode_files_are_checked_before_anything_changes(tmp_path):
+    model, x, y = make("mlp", flow.float32)
+    opt = flow.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    with flow.mode(flow.GRAPH):
+        for _ in range(3):
+            _graph_mode_step(model, opt, x, y)
+    flow.graph.save(model, tmp_path / "gm.dfg", opt)
+    other = nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 3))
+    other_opt = flow.optim.SGD(other.parameters(), lr=0.05, momentum=0.9)
+    nn.functional.cross_entropy(other(x), y).backward()
+    other_opt.step()
+    before = _snapshot(other, other_opt)
+    with pytest.raises(SerializeError, match=r"model differs .*modules: \['1', 'ReLU'\] saved"):
+        flow.graph.load(other, tmp_path / "gm.dfg", other_opt)
+    _assert_untouched(before, other, other_opt, Infer(other))
+    assert flow.graph.cache_info(other)["size"] == 0
+    flow.graph.save(model, tmp_path / "plain.dfg")   # without the optimizer
+    fresh, fresh_opt = _fresh()
+    with pytest.raises(SerializeError, match="0 optimizer states saved, 1 optimizers given"):
+        flow.graph.load(fresh, tmp_path / "plain.dfg", fresh_opt)
+
+
 def test_a_graph_binding_an_outside_tensor_is_not_saved(tmp_path):
     class Scaled(nn.Graph):
         def __init__(self, model):
