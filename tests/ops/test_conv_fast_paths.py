@@ -14,6 +14,8 @@ import dualflow as flow
 from dualflow import nn
 from dualflow.ops import conv as conv_module
 
+from .compiled_step import assert_compiled_step_is_bit_identical
+
 torch = pytest.importorskip("torch")
 # PyTorch's note that its own 'same' padding with an even kernel copies the input
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same'")
@@ -148,27 +150,5 @@ def test_small_image_training_step_is_bit_identical_in_a_compiled_graph():
                              nn.ReLU6(), nn.Conv2d(8, 8, 3, padding=1, groups=8),
                              nn.Conv2d(8, 6, 1), nn.ReLU(), nn.Flatten(), nn.Linear(6 * 16, 3))
 
-    x, y = flow.randn(4, 3, 8, 8), flow.tensor([0, 2, 1, 1])
-    eager_model, graph_model = build(), build()
-    loss_fn = nn.CrossEntropyLoss()
-    eager_loss = loss_fn(eager_model(x), y)
-    eager_loss.backward()
-
-    class Step(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = graph_model
-
-        def build(self, x, y):
-            loss = loss_fn(self.model(x), y)
-            loss.backward()
-            return loss
-
-    step = Step()
-    step(x, y)
-    for p in graph_model.parameters():  # the second call runs the compiled graph for certain
-        p.grad = None
-    graph_loss = step(x, y)
-    assert float(graph_loss) == float(eager_loss)
-    for (name, pe), pg in zip(eager_model.named_parameters(), graph_model.parameters()):
-        np.testing.assert_array_equal(pe.grad.numpy(), pg.grad.numpy(), err_msg=name)
+    assert_compiled_step_is_bit_identical(build, flow.randn(4, 3, 8, 8),
+                                          flow.tensor([0, 2, 1, 1]))

@@ -12,6 +12,8 @@ import dualflow as flow
 from dualflow import nn
 from dualflow.nn import functional as F
 
+from .compiled_step import assert_compiled_step_is_bit_identical
+
 GEOMETRIES = [dict(stride=1, padding=1, dilation=1), dict(stride=2, padding=1, dilation=1),
               dict(stride=1, padding=2, dilation=2), dict(stride=2, padding=0, dilation=1)]
 
@@ -61,30 +63,7 @@ def test_depthwise_training_step_is_bit_identical_in_a_compiled_graph():
                              nn.ReLU6(), nn.Conv2d(4, 4, 3, padding=1, groups=4, bias=False),
                              nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
 
-    x, y = flow.randn(3, 4, 8, 8), flow.tensor([0, 2, 1])
-    eager_model, graph_model = build(), build()
-    loss_fn = nn.CrossEntropyLoss()
-    eager_loss = loss_fn(eager_model(x), y)
-    eager_loss.backward()
-
-    class Step(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = graph_model
-
-        def build(self, x, y):
-            loss = loss_fn(self.model(x), y)
-            loss.backward()
-            return loss
-
-    step = Step()
-    step(x, y)
-    for p in graph_model.parameters():  # the second call runs the compiled graph for certain
-        p.grad = None
-    graph_loss = step(x, y)
-    assert float(graph_loss) == float(eager_loss)
-    for (name, pe), pg in zip(eager_model.named_parameters(), graph_model.parameters()):
-        np.testing.assert_array_equal(pe.grad.numpy(), pg.grad.numpy(), err_msg=name)
+    assert_compiled_step_is_bit_identical(build, flow.randn(3, 4, 8, 8), flow.tensor([0, 2, 1]))
 
 
 def _transposed_reference(x, w, stride, padding, output_padding, dilation):
