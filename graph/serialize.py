@@ -1,12 +1,12 @@
 """Compiled graphs as data: an optimised IR `Graph` to JSON-able structures plus named arrays,
 and back, checked at every step. No pickle and no code: a file holds what the graph is.
 
-* a value is its id and `TensorType` (`encode_type`; every dimension goes through
-  `encode_dim` / `decode_dim`, the one place symbolic dimensions will extend);
+* a value is its id and `TensorType` (`serialize_types.py`: every dimension goes through
+  `encode_dim` / `decode_dim`, ints and size expressions alike);
 * a node is its op's name (looked up in the op registry on load), its inputs' and outputs'
   ids, its attrs (`Encoder.value`: numbers, floats exactly as hex, strings, None, tuples,
-  lists, dicts, dtypes, devices, NumPy scalars and arrays, slices, Ellipsis, OpDefs, fused
-  bodies and sub-graphs, recursively), scope, user line and grad mode;
+  lists, dicts, dtypes, devices, NumPy scalars and arrays, slices, Ellipsis, OpDefs, size
+  expressions, fused bodies and sub-graphs, recursively), scope, user line and grad mode;
 * parameters are their state_dict names (bound to live tensors by `bind` after loading),
   constants are arrays, state updates name the tensor they write.
 
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import ast
-
 import numpy as np
 
 from dualflow.device import Device
@@ -26,105 +24,15 @@ from dualflow.dtype import DType, to_dtype
 from dualflow.ops.index import Span
 from dualflow.ops.opdef import REGISTRY, OpDef, TensorType
 
-from . import symbolic
 from .fused import FUSED_OPS, FusedBody, Step
 from .ir import Graph, GraphError, Node, Value
-from .symbolic import Expr, SymFloat, SymInt
+from .serialize_types import (SerializeError, decode_dim, decode_dtype, decode_symfloat,
+                              decode_type, encode_dim, encode_symfloat, encode_type)
+from .symbolic import SymFloat, SymInt
 
 _TYPES = {t.__name__: t for t in (int, float, bool, str, bytes, complex, tuple, list, dict,
                                   type(None))}
 _EXTRA_OPS = {op.name: op for op in FUSED_OPS}
-
-
-class SerializeError(ValueError):
-    """A graph cannot be written (an attr or value of an unknown kind), or data read back does
-    not describe a valid graph; the message says where."""
-
-
-# ---- dimensions and types --------------------------------------------------------------------
-def encode_dim(d):
-    """A dimension (or size attr) as JSON: an int, or a size expression (`symbolic.SymInt`)."""
-    if isinstance(d, (int, np.integer)) and not isinstance(d, bool):
-        return int(d)
-    if type(d) is SymInt:
-        return {"$": "symint", "expr": _encode_expr(d.expr), "hint": d.hint}
-    raise SerializeError(f"a dimension of kind {type(d).__name__} ({d!r}) cannot be saved")
-
-
-def decode_dim(x):
-    if type(x) is int and x >= 0:
-        return x
-    if isinstance(x, dict) and x.get("$") == "symint" and type(x.get("hint")) is int:
-        return SymInt(_decode_expr(x["expr"]), x["hint"])
-    raise SerializeError(f"invalid dimension {x!r:.80}")
-
-
-def _encode_expr(e: Expr) -> dict:
-    """A polynomial over size symbols: its terms, and the code of its opaque atoms (`(s0)//2`)
-    with the symbols each reads."""
-    atoms = sorted(a for a in e.atoms() if a in symbolic._ATOMS)
-    return {"terms": [[list(m), c] for m, c in e.terms],
-            "atoms": [[a, sorted(symbolic._ATOMS[a][1])] for a in atoms]}
-
-
-def _decode_expr(x) -> Expr:
-    """The inverse of `_encode_expr`. Atom and symbol names are Python code that compiled
-    graphs evaluate, so each must be arithmetic over plain names (`_check_size_code`)."""
-    atoms = {}
-    for code, syms in x["atoms"]:
-        _check_size_code(code)
-        for name in syms:
-            _check_size_code(name, name_only=True)
-        atoms[code] = syms
-    terms = {}
-    for mono, c in x["terms"]:
-        if type(c) is not int:
-            raise SerializeError(f"a size expression with coefficient {c!r}")
-        for a in mono:
-            if a not in atoms:
-                _check_size_code(a, name_only=True)
-        terms[tuple(mono)] = c
-    for code, syms in atoms.items():   # registered as the trace registers them
-        symbolic._atom(code, *(Expr.symbol(n) for n in syms))
-    return Expr(terms)
-
-
-_SIZE_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Constant,
-               ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd)
-
-
-def _check_size_code(code, name_only: bool = False) -> None:
-    """Refuse anything but arithmetic on numbers and plain (non-underscore) names."""
-    try:
-        tree = ast.parse(code, mode="eval") if isinstance(code, str) else None
-    except SyntaxError:
-        tree = None
-    ok = tree is not None and all(
-        isinstance(n, _SIZE_NODES) and not (isinstance(n, ast.Name) and n.id.startswith("_"))
-        and not (isinstance(n, ast.Constant) and type(n.value) not in (int, float))
-        for n in ast.walk(tree))
-    if not ok or (name_only and not isinstance(tree.body, ast.Name)):
-        raise SerializeError(f"invalid size expression {code!r:.80}")
-
-
-def encode_type(t: TensorType) -> list:
-    return [[encode_dim(d) for d in t.shape], t.dtype.name,
-            None if t.device is None else str(t.device)]
-
-
-def decode_type(x) -> TensorType:
-    shape, dtype, device = x
-    return TensorType(tuple(decode_dim(d) for d in shape), _dtype(dtype),
-                      None if device is None else Device(device))
-
-
-def _dtype(name) -> DType:
-    if not isinstance(name, str):
-        raise SerializeError(f"invalid dtype {name!r}")
-    try:
-        return to_dtype(name)
-    except (TypeError, ValueError, KeyError):
-        raise SerializeError(f"unknown dtype {name!r}") from None
 
 
 def op_named(name: str) -> OpDef:
@@ -202,8 +110,7 @@ class Encoder:
         if type(v) is SymInt:
             return encode_dim(v)
         if type(v) is SymFloat:
-            return {"$": "symfloat", "code": v.code, "hint": float(v.hint).hex(),
-                    "expr": _encode_expr(v.expr)}
+            return encode_symfloat(v)
         if isinstance(v, FusedBody):
             return self._body(v, where)
         if isinstance(v, Graph):
@@ -346,11 +253,6 @@ def _const(a: np.ndarray, t: TensorType):
     return a if t.device is None or t.device.type == "cpu" else t.device.xp.asarray(a)
 
 
-def _symfloat(x) -> SymFloat:
-    _check_size_code(x["code"])
-    return SymFloat(x["code"], float.fromhex(x["hint"]), _decode_expr(x["expr"]))
-
-
 def _float(x) -> float:
     return float.fromhex(x["hex"])
 
@@ -377,7 +279,7 @@ _DECODERS = {
     "float": lambda d, x: _float(x),
     "list": lambda d, x: [d.value(i) for i in x["items"]],
     "dict": lambda d, x: {d.value(k): d.value(v) for k, v in x["items"]},
-    "dtype": lambda d, x: _dtype(x["name"]),
+    "dtype": lambda d, x: decode_dtype(x["name"]),
     "device": lambda d, x: Device(x["name"]),
     "npdtype": lambda d, x: _npdtype(x),
     "npscalar": lambda d, x: _npscalar(x),
@@ -391,7 +293,7 @@ _DECODERS = {
     "op": lambda d, x: op_named(x["name"]),
     "tensortype": lambda d, x: decode_type(x["type"]),
     "symint": lambda d, x: decode_dim(x),
-    "symfloat": lambda d, x: _symfloat(x),
+    "symfloat": lambda d, x: decode_symfloat(x),
     "fused": lambda d, x: d._body(x),
     "graph": lambda d, x: d.graph(x["graph"]),
     "region": lambda d, x: d._region(x),
