@@ -329,24 +329,6 @@ class SymInt:
                     f"a size compared with {op} at {user_source()}", pinned)
         return result
 
-    def __eq__(self, o):
-        return self._compare(o, "==")
-
-    def __ne__(self, o):
-        return self._compare(o, "!=")
-
-    def __lt__(self, o):
-        return self._compare(o, "<")
-
-    def __le__(self, o):
-        return self._compare(o, "<=")
-
-    def __gt__(self, o):
-        return self._compare(o, ">")
-
-    def __ge__(self, o):
-        return self._compare(o, ">=")
-
     def __bool__(self) -> bool:
         return bool(self != 0)
 
@@ -424,30 +406,6 @@ class SymFloat:
         x, y = (hint, self.hint) if swap else (self.hint, hint)
         return SymFloat(f"({a} {op} {b})", eval(f"x {op} y"), expr)  # noqa: S307 - + - * /
 
-    def __add__(self, o):
-        return self._arith(o, "+", False)
-
-    def __radd__(self, o):
-        return self._arith(o, "+", True)
-
-    def __sub__(self, o):
-        return self._arith(o, "-", False)
-
-    def __rsub__(self, o):
-        return self._arith(o, "-", True)
-
-    def __mul__(self, o):
-        return self._arith(o, "*", False)
-
-    def __rmul__(self, o):
-        return self._arith(o, "*", True)
-
-    def __truediv__(self, o):
-        return self._arith(o, "/", False)
-
-    def __rtruediv__(self, o):
-        return self._arith(o, "/", True)
-
     def __neg__(self):
         return SymFloat(f"(-{self.code})", -self.hint, self.expr)
 
@@ -465,25 +423,10 @@ class SymFloat:
         return bool(self._specialize("bool(size expression)"))
 
     def _compare(self, o, op: str):
+        if op == "==" and type(o) is SymFloat:
+            return self.code == o.code
         value = self._specialize(f"a size expression compared with {op}")
         return eval(f"value {op} o")  # noqa: S307 - a comparison of two numbers
-
-    def __lt__(self, o):
-        return self._compare(o, "<")
-
-    def __le__(self, o):
-        return self._compare(o, "<=")
-
-    def __gt__(self, o):
-        return self._compare(o, ">")
-
-    def __ge__(self, o):
-        return self._compare(o, ">=")
-
-    def __eq__(self, o):
-        if type(o) is SymFloat:
-            return self.code == o.code
-        return self._compare(o, "==")
 
     def __hash__(self) -> int:
         return hash(self.code)
@@ -492,6 +435,15 @@ class SymFloat:
         return self.code
 
     __repr__ = __str__
+
+
+_COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+for _name, _op in _COMPARISONS.items():   # both classes answer through their `_compare`
+    for _cls in (SymInt, SymFloat):
+        setattr(_cls, f"__{_name}__", lambda self, o, op=_op: self._compare(o, op))
+for _name, _op in {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}.items():
+    setattr(SymFloat, f"__{_name}__", lambda self, o, op=_op: self._arith(o, op, False))
+    setattr(SymFloat, f"__r{_name}__", lambda self, o, op=_op: self._arith(o, op, True))
 
 
 # ---- helpers for shapes, attributes and compiled code ---------------------------------------

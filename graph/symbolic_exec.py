@@ -17,7 +17,7 @@ from typing import Callable
 from dualflow.ops.opdef import TensorType
 
 from .fused import FusedBody, Step
-from .ir import Graph, Node, Value
+from .ir import Graph
 from .symbolic import SymInt, evaluate, is_symbolic
 
 MAX_BUCKETS = 64
@@ -113,25 +113,13 @@ def _binding_sites(graph: Graph) -> dict:
 
 def concretize(graph: Graph, sizes: dict) -> Graph:
     """A copy of `graph` with every symbolic size (types, attrs, fused bodies) evaluated."""
-    g = Graph(graph.name)
-    g._next_id = graph._next_id
-    vals: dict = {}
-
-    def value(v: Value, producer=None) -> Value:
-        vals[v.id] = nv = Value(v.id, _type(v.type, sizes), v.kind, producer, v.ref, v.name)
-        return nv
-    g.inputs = [value(v) for v in graph.inputs]
-    g.params = [value(v) for v in graph.params]
-    g.consts = [value(v) for v in graph.consts]
-    nodes = []
-    for n in graph.nodes:
-        m = Node(n.op, [vals[v.id] for v in n.inputs], _attrs(n.attrs, sizes), [], n.scope,
-                 n.source, n.grad_enabled)
-        m.outputs = [value(v, m) for v in n.outputs]
-        nodes.append(m)
-    g.nodes = nodes
-    g.outputs = [vals[v.id] for v in graph.outputs]
-    g.state_updates = [(t, vals[v.id]) for t, v in graph.state_updates]
+    g = graph.copy()
+    for v in g.inputs + g.params + g.consts:
+        v.type = _type(v.type, sizes)
+    for n in g.nodes:
+        n.attrs = _attrs(n.attrs, sizes)
+        for v in n.outputs:
+            v.type = _type(v.type, sizes)
     return g
 
 
