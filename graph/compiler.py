@@ -71,7 +71,8 @@ def _compile(graph: Graph, disabled_passes, verify: bool, config, module_names) 
     graph = run_passes(graph, disabled, verify, passes, configured_passes(config, module_names or {}))
     t0 = time.perf_counter()
     if graph_is_symbolic(graph):   # one symbolic IR, code per size (symbolic_exec.py)
-        exe = SymbolicExecutable(graph, lambda g: _executable(g, _plan(g, disabled), config))
+        exe = SymbolicExecutable(graph, lambda g: _executable(g, _plan(g, disabled), config),
+                                 graph_xp(graph))
         exe.instance(exe.hints())     # the sizes it was traced with: the call about to run
         plan = exe.plan
         t1 = t2 = time.perf_counter()

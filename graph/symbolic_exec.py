@@ -14,13 +14,19 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable
 
+import numpy as np
+
+from dualflow.ops.dispatch import error_type
 from dualflow.ops.opdef import TensorType
 
-from .fused import FusedBody, Step
+from .executable import GraphRuntimeError
+from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step
 from .ir import Graph
+from .memory import last_uses
 from .symbolic import SymInt, evaluate, is_symbolic
 
 MAX_BUCKETS = 64
+COMPILE_AFTER = 2   # a size gets its own code on its second call; the first is interpreted
 
 
 def graph_is_symbolic(graph: Graph) -> bool:
@@ -31,8 +37,8 @@ class SymbolicExecutable:
     """An Executable's interface over a symbolic graph: `exe(inputs)` runs the code for the
     inputs' sizes, `graph` is the symbolic graph, `plan`/`code` those of the newest sizes."""
 
-    def __init__(self, graph: Graph, build: Callable[[Graph], object]):
-        """`build(concrete graph)` -> Executable (memory plan and codegen)."""
+    def __init__(self, graph: Graph, build: Callable[[Graph], object], xp=np):
+        """`build(concrete graph)` -> Executable (memory plan and codegen); `xp` the arrays'."""
         self.graph, self._build = graph, build
         self._where = _binding_sites(graph)
         self._names = tuple(self._where)
@@ -40,6 +46,8 @@ class SymbolicExecutable:
                  for i, d, c, k in self._where.values()]
         self._read = eval(f"lambda I: ({', '.join(reads)},)")  # noqa: S307 - our own code
         self._buckets: OrderedDict = OrderedDict()
+        self._seen: dict = {}        # sizes met but not compiled -> how often
+        self._interpreter = SymbolicInterpreter(graph, xp)
         self.newest = None
 
     def sizes(self, inputs: list) -> dict:
@@ -48,9 +56,14 @@ class SymbolicExecutable:
     def __call__(self, inputs: list) -> list:
         key = self._read(inputs)
         exe = self._buckets.get(key)
-        if exe is None:
-            exe = self.instance(dict(zip(self._names, key)))
-        return exe(inputs)
+        if exe is not None:
+            return exe(inputs)
+        sizes = dict(zip(self._names, key))
+        self._seen[key] = seen = self._seen.get(key, 0) + 1
+        if seen < COMPILE_AFTER:   # a size met once so far (a generate loop's next length)
+            return self._interpreter.run(inputs, sizes)
+        self._seen.pop(key)
+        return self.instance(sizes)(inputs)
 
     def hints(self) -> dict:
         """The symbols' values in the trace (their SymInts' hints)."""
@@ -147,3 +160,66 @@ def _body(body: FusedBody, sizes: dict) -> FusedBody:
     steps = [Step(s.op, s.args, evaluate(s.attrs, sizes), _type(s.type, sizes))
              for s in body.steps]
     return FusedBody([_type(t, sizes) for t in body.input_types], steps, body.scalars)
+
+
+class SymbolicInterpreter:
+    """Runs a symbolic graph node by node on the OpDef kernels, its attributes (and fused
+    bodies' steps) evaluated for the call's sizes: what a size met for the first time runs
+    instead of generating code for it, so a loop over ever new lengths costs about what eager
+    mode does. The kernels are the compiled code's (fused bodies are bit-identical to their
+    steps, tests/graph/test_fusion_property.py), so the values are the same."""
+
+    def __init__(self, graph: Graph, xp=np):
+        self.graph, self.xp = graph, xp
+        ends = last_uses(graph)
+        self.frees = {}
+        for vid, i in ends.items():
+            self.frees.setdefault(i, []).append(vid)
+        self.symbolic = [{k for k, v in n.attrs.items() if type(v) is FusedBody or is_symbolic(v)}
+                         for n in graph.nodes]
+
+    def run(self, inputs: list, sizes: dict) -> list:
+        g = self.graph
+        env = {v.id: a for v, a in zip(g.inputs, inputs)}
+        inputs.clear()   # as compiled code does: inputs are freed at their last use
+        env.update({v.id: v.ref._data for v in g.params})
+        env.update({v.id: v.ref for v in g.consts})
+        for i, (n, names) in enumerate(zip(g.nodes, self.symbolic)):
+            args = [env[v.id] for v in n.inputs]
+            try:
+                res = _node(n, names, args, sizes, self.xp)
+            except Exception as exc:
+                raise error_type(GraphRuntimeError, type(exc))(
+                    f"op '{n.op.name}' failed in compiled graph '{g.name}' at "
+                    f"{n.where() or 'an unknown line'}: {type(exc).__name__}: {exc}") from exc
+            res = res if n.returns_tuple() else (res,)
+            for v, r in zip(n.outputs, res):
+                env[v.id] = self.xp.asarray(r)   # NumPy reductions return scalars
+            for vid in self.frees.get(i, ()):
+                env.pop(vid, None)
+        for t, v in g.state_updates:
+            if t._data is not env[v.id]:
+                t._data[...] = env[v.id]
+            t._version[0] += 1
+        return [env[v.id] for v in g.outputs]
+
+
+def _node(n, names: set, args: list, sizes: dict, xp):
+    """One node's result for these sizes: its kernel, or a fused body's steps one by one."""
+    attrs = {k: (v if k not in names else evaluate(v, sizes)) for k, v in n.attrs.items()} \
+        if names else n.attrs
+    if n.op is FUSED_ELEMENTWISE:
+        return _steps(n.attrs["body"], xp, args, sizes)
+    if n.op is FUSED_MATMUL:
+        from dualflow.ops.linalg import matmul_op
+        return _steps(n.attrs["body"], xp, [matmul_op.kernel(xp, args[0], args[1])] + args[2:],
+                      sizes)
+    return n.op.kernel(xp, *args, **attrs)
+
+
+def _steps(body: FusedBody, xp, values: list, sizes: dict):
+    values = list(values)
+    for s in body.steps:
+        values.append(s.op.kernel(xp, *[values[a] for a in s.args], **evaluate(s.attrs, sizes)))
+    return values[-1]
+

@@ -294,3 +294,19 @@ def test_size_expressions_round_trip_as_data():
                 {"size": "s0 +", "hint": 4}, {"size": "s0", "hint": "4"}, {"x": 1}):
         with pytest.raises(ValueError):
             from_data(bad)
+
+
+def test_a_new_size_is_interpreted_once_then_gets_its_own_code():
+    model, x0, _ = make("transformer", flow.float32)
+    model.eval()
+    for t in (3, 4):   # length 3 specialised, length 4 compiles the symbolic graph
+        _graph(model, flow.randn(2, t, 16))
+    exe = graph_cache(model).newest.exe
+    assert exe.buckets == 1
+    x = flow.randn(2, 7, 16)
+    first = _graph(model, x)            # interpreted: no code generated for length 7 yet
+    assert exe.buckets == 1
+    second = _graph(model, x)           # its own generated code from now on
+    assert exe.buckets == 2
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, _graph(copy.deepcopy(model), x))
