@@ -23,7 +23,7 @@ class Sample:
     rtol: float = 1e-6
     atol: float = 1e-8
     label: str = ""
-    float32: bool = True               # also run in float32 (not for ops whose attrs are typed)
+    typed_attrs: bool = False          # attrs fix the dtypes (a traced region): float64 only
 
     def id(self, op_name: str, i: int) -> str:
         return f"{op_name}-{self.label or i}"

@@ -75,16 +75,16 @@ def _scan_sample(dim: int, reverse: bool, label: str) -> Sample:
     xs = rnd(4, 3) if dim == 0 else rnd(3, 4)
     return Sample((rnd(3, seed=1), xs, rnd(3, seed=2)),
                   dict(body=_BODY, n_carry=1, n_xs=1, dim=dim, reverse=reverse, length=4),
-                  _scan_ref, label=label, float32=False)
+                  _scan_ref, label=label, typed_attrs=True)
 
 
 SAMPLES = {
     "cond": [Sample((np.array(flag), rnd(2, 3), rnd(2, 3, seed=1)), {"branches": _BRANCHES},
-                    _cond_ref, label=label, float32=False)
+                    _cond_ref, label=label, typed_attrs=True)
              for flag, label in ((True, "true"), (False, "false"))],
     "while_loop": [Sample((rnd(3) * 0.5,), dict(cond_fn=_LOOP[0], body_fn=_LOOP[1], n_carry=1,
                                                 max_iters=m), _while_ref, label=label,
-                          grad=m is not None, float32=False)
+                          grad=m is not None, typed_attrs=True)
                    for m, label in ((20, "bounded"), (2, "stops-at-max"), (None, "unbounded"))],
     "scan": [_scan_sample(0, False, "forward"), _scan_sample(0, True, "reverse"),
              _scan_sample(1, False, "dim1")],
