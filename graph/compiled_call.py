@@ -43,8 +43,7 @@ class CompiledCall(GraphCache):
                 out = warm_up()
                 self.warmed.add(key)
                 return out
-            with plan.tracing():
-                entry = compile(saved)
+            entry, saved = self.dynamic.compile(plan, compile, saved, snapshot)
             out = entry.run(*run_args)
         except BaseException:
             if saved is not None:

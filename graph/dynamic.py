@@ -27,6 +27,7 @@ import numpy as np
 
 from .pytree import flatten_args
 from .symbolic import ShapeEnv, recording
+from .symbolic_exec import UnboundSymbols
 
 _marks: dict = {}   # id(tensor) -> (weakref to it, {dim: symbol name or None})
 _automatic = [True]
@@ -162,6 +163,23 @@ class DynamicShapes:
                 return Plan(entry=se.entry)
             failed = f"guard {bad[0]} failed ({bad[1]})" if bad[1] else bad[0]
         return Plan(_name(dims), gkey, failed=failed)
+
+    def compile(self, plan: Plan, compile, saved, snapshot) -> tuple:
+        """(entry, snapshot): `compile(saved)` with the plan's axes traced as symbols. A graph
+        whose symbols cannot be read off its inputs pins those axes (with that reason) and the
+        call compiles specialised, from a fresh snapshot."""
+        try:
+            with plan.tracing():
+                return compile(saved), saved
+        except UnboundSymbols as exc:
+            if saved is not None:
+                saved.restore()
+            for i, dims in plan.dims.items():
+                for d in dims:
+                    self.static.setdefault((i, d), str(exc))
+            plan.env = None
+            saved = snapshot() if snapshot is not None else None
+            return compile(saved), saved
 
     def record(self, plan: Plan, entry) -> None:
         """After a compile that traced symbols: keep the entry under the general key, and pin the

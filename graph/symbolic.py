@@ -495,14 +495,6 @@ def _fields(x) -> list:
     return [getattr(x, f.name) for f in dataclasses.fields(x)]
 
 
-def symbols_of(shape) -> set:
-    out = set()
-    for d in shape:
-        if type(d) is SymInt:
-            out |= d.expr.symbols()
-    return out
-
-
 # ---- as data (saved graphs, graph/serialize.py) -----------------------------------------------
 def to_data(x) -> dict:
     """A SymInt or SymFloat as JSON-able data: its expression as printed (`s0*64`, `(s0*3)//(2)`,

@@ -1,13 +1,15 @@
 """Running a graph compiled with size symbols: one optimised IR, code per size bucket.
 
 The trace and the passes run once, on the symbolic graph. Each call reads its symbols' values
-off its input arrays (`s0 = I[0].shape[0]`); the first call with new values writes the graph
-for those sizes (every type, reshape target, arange length and fused body evaluated), plans its
-memory and generates its code, which later calls with those sizes replay. So the steady state at
-any size runs the very code a graph specialised to that size would: the same kernels, fused
-bodies, buffer reuse and persistent small slots, hence bit-identical results and the same speed;
-a new size costs planning and code generation (no trace, no passes). Up to `MAX_BUCKETS` sizes
-are kept, least recently used dropped first.
+off its input arrays (`I[0].shape[0]`). Sizes with code of their own replay it: the graph
+written out for those sizes (every type, reshape target, arange length and fused body
+evaluated), its memory planned and its code generated, so the steady state at any size runs the
+very code a graph specialised to that size would (the same kernels, fused bodies, buffer reuse
+and persistent small slots): bit-identical results and the same speed. The trace's own sizes
+get their code at compile time; any other size runs its first call on `SymbolicInterpreter`
+(about eager's cost, no code generation) and gets its code on its second call, so a loop over
+ever new lengths does not generate code per length. Up to `MAX_BUCKETS` sizes keep their code
+(the first made is dropped first).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from .symbolic import SymInt, evaluate, is_symbolic
 
 MAX_BUCKETS = 64
 COMPILE_AFTER = 2   # a size gets its own code on its second call; the first is interpreted
+MAX_SEEN = 4096     # sizes counted while waiting for their second call
 
 
 def graph_is_symbolic(graph: Graph) -> bool:
@@ -50,15 +53,14 @@ class SymbolicExecutable:
         self._interpreter = SymbolicInterpreter(graph, xp)
         self.newest = None
 
-    def sizes(self, inputs: list) -> dict:
-        return dict(zip(self._names, self._read(inputs)))
-
     def __call__(self, inputs: list) -> list:
         key = self._read(inputs)
         exe = self._buckets.get(key)
         if exe is not None:
             return exe(inputs)
         sizes = dict(zip(self._names, key))
+        if len(self._seen) > MAX_SEEN:
+            self._seen.clear()
         self._seen[key] = seen = self._seen.get(key, 0) + 1
         if seen < COMPILE_AFTER:   # a size met once so far (a generate loop's next length)
             return self._interpreter.run(inputs, sizes)
@@ -93,8 +95,6 @@ class SymbolicExecutable:
     def code(self) -> str:
         return self.newest.code if self.newest is not None else ""
 
-    source = code
-
     @property
     def xp(self):
         return self.newest.xp if self.newest is not None else None
@@ -103,7 +103,7 @@ class SymbolicExecutable:
 def _binding_sites(graph: Graph) -> dict:
     """symbol -> (input position, dim, c, k): the input dim whose size is c*symbol + k (c = 1,
     k = 0 where the symbol is a dim of its own). A symbol no input shows alone or in such a
-    form cannot be read off the arrays: an error (the caller specialises instead)."""
+    form cannot be read off the arrays: `UnboundSymbols` (the call then specialises)."""
     sites: dict = {}
     wanted: set = set()
     for i, v in enumerate(graph.inputs):
@@ -119,9 +119,14 @@ def _binding_sites(graph: Graph) -> dict:
                     sites[name] = (i, d, c, terms.get((), 0))
     missing = wanted - set(sites)
     if missing:
-        raise ValueError(f"graph '{graph.name}': the size symbols {sorted(missing)} cannot be "
-                         "read off its inputs' shapes")
+        raise UnboundSymbols(f"graph '{graph.name}' cannot read the size symbols "
+                             f"{sorted(missing)} off its inputs' shapes")
     return sites
+
+
+class UnboundSymbols(ValueError):
+    """A compiled graph whose symbols its inputs do not show (a backward graph that sees a
+    length only through `s0 // 2`): the call compiles specialised instead (graph/dynamic.py)."""
 
 
 def concretize(graph: Graph, sizes: dict) -> Graph:
