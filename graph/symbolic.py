@@ -78,6 +78,19 @@ class Expr:
                 d[m] = d.get(m, 0) + c1 * c2
         return Expr(d)
 
+    def rename(self, names: dict) -> "Expr":
+        """The polynomial with symbols renamed (`names`: symbol -> symbol, followed to its end);
+        opaque atoms are kept as they are."""
+        def final(a):
+            while a in names:
+                a = names[a]
+            return a
+        d: dict = {}
+        for m, c in self.terms:
+            key = tuple(sorted(final(a) for a in m))
+            d[key] = d.get(key, 0) + c
+        return Expr(d)
+
     def divide_exactly(self, other: "Expr"):
         """self / other when other is one term (c * monomial) dividing every term, else None."""
         if len(other.terms) != 1:
@@ -182,6 +195,7 @@ class ShapeEnv:
         self.guards: list = []                      # (condition code, reason)
         self.specialized: dict = {}                 # symbol name -> reason
         self.traced = False   # set when the trace ends: passes get structural answers
+        self.same: dict = {}  # symbol -> the symbol a guard made it equal to
         self._seen: set = set()
 
     def add(self, code: str, reason: str, pinned: Expr | None = None) -> None:
@@ -311,22 +325,23 @@ class SymInt:
         o = _expr(other)
         if o is None:
             return NotImplemented
-        sign = (self.expr - o[0]).bounds_sign()
-        truth = {"0": {"==": True, "!=": False, "<": False, "<=": True, ">": False, ">=": True},
-                 "+": {"==": False, "!=": True, "<": False, "<=": False, ">": True, ">=": True},
-                 "-": {"==": False, "!=": True, "<": True, "<=": True, ">": False, ">=": False}}
-        if sign is not None:
-            return truth[sign][op]
-        result = eval(f"{self.hint} {op} {o[1]}")  # noqa: S307 - two ints and an operator
         env = active_env()
+        diff = self.expr - o[0]
+        if env is not None and env.same:   # symbols a guard made equal count as one
+            diff = diff.rename(env.same)
+        sign = diff.bounds_sign()
+        if sign is not None:
+            return _TRUTH[sign][op]
+        result = eval(f"{self.hint} {op} {o[1]}")  # noqa: S307 - two ints and an operator
         if env is None or env.traced:   # a pass or codegen asking: structural answers
             return (op == "!=") if op in ("==", "!=") else result
-        if env is not None:
-            code = f"({self.expr.code()}) {op} ({o[0].code()})"
-            equal = op in ("==", "!=") and (op == "==") == result
-            pinned = self.expr if equal and o[0].as_const() is not None else None
-            env.add(code if result else f"not ({code})",
-                    f"a size compared with {op} at {user_source()}", pinned)
+        code = f"({self.expr.code()}) {op} ({o[0].code()})"
+        equal = op in ("==", "!=") and (op == "==") == result
+        pinned = self.expr if equal and o[0].as_const() is not None else None
+        env.add(code if result else f"not ({code})",
+                f"a size compared with {op} at {user_source()}", pinned)
+        if equal and _is_symbol(self.expr) and _is_symbol(o[0]):
+            env.same[o[0].terms[0][0][0]] = self.expr.terms[0][0][0]
         return result
 
     def __bool__(self) -> bool:
@@ -435,6 +450,16 @@ class SymFloat:
         return self.code
 
     __repr__ = __str__
+
+
+_TRUTH = {"0": {"==": True, "!=": False, "<": False, "<=": True, ">": False, ">=": True},
+          "+": {"==": False, "!=": True, "<": False, "<=": False, ">": True, ">=": True},
+          "-": {"==": False, "!=": True, "<": True, "<=": True, ">": False, ">=": False}}
+
+
+def _is_symbol(e: Expr) -> bool:
+    return len(e.terms) == 1 and e.terms[0][1] == 1 and len(e.terms[0][0]) == 1 and \
+        e.terms[0][0][0] not in _ATOMS
 
 
 _COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}

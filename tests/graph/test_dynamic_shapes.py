@@ -332,3 +332,15 @@ def test_a_backward_graph_that_cannot_read_its_symbols_compiles_specialised():
     assert "cannot read the size symbols" in graph_cache(model).dynamic.info()["static"][
         "input 0 dim 0"]
     assert cache_info(model)["traces"] == 3
+
+
+def test_symbols_a_guard_made_equal_count_as_one_in_later_questions():
+    s0, s1 = SymInt.symbol("s0", 8), SymInt.symbol("s1", 8)
+    env = ShapeEnv()
+    with recording(env):
+        assert s0 == s1                   # guarded: s1 is s0 from now on
+        assert s0 * 2 == s1 + s1 and s0 * 4 - s1 > s0
+        env.traced = True                 # passes ask too: still equal, without a guard
+        assert (s0, 3) == (s1, 3)
+    assert [code for code, _ in env.guards] == ["(s0) == (s1)"]
+    assert env.check({"s0": 5, "s1": 6}) is not None
