@@ -25,9 +25,14 @@ _NOT_EXPORTABLE = not_exportable("a collective between processes; an ONNX model 
 
 
 def _start(result, arrays: list, run) -> object:
-    """Start `run(*arrays)` on the communicator (none: a world of one, nothing to exchange)."""
+    """Start `run(*arrays)` on the communicator (none: a world of one, nothing to exchange).
+    MPI advances non-blocking collectives only inside MPI calls, so each start also tests the
+    ones already in flight (as the eager reducer does from its hooks): a bucket started early
+    in backward then moves on at every later start instead of only at its wait."""
     comm = process_group._backend
     if comm is not None:
+        for work in _in_flight.values():
+            work.is_completed()
         _in_flight[id(result)] = staged(comm, arrays, run)
     return result
 
