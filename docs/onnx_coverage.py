@@ -42,7 +42,7 @@ def _exports(op, samples, opset: int) -> set | None:
     """The ONNX op types of the op's sample models at `opset`, or None if one does not export."""
     used = set()
     for s in samples:
-        dtype = np.float32 if s.float32 else np.float64   # regions in attrs are typed
+        dtype = np.float64 if s.typed_attrs else np.float32   # regions in attrs are typed
         args = tuple(flow.tensor(a.astype(dtype) if a.dtype.kind == "f" else a)
                      for a in s.inputs)
         try:

@@ -31,7 +31,7 @@ def test_every_op_has_a_lowering_or_a_reason():
 
 def _tensors(sample):
     """Float inputs as float32, unless the sample's attrs are typed (regions): float64."""
-    dtype = np.float32 if sample.float32 else np.float64
+    dtype = np.float64 if sample.typed_attrs else np.float32
     return tuple(flow.tensor(a.astype(dtype) if a.dtype.kind == "f" else a)
                  for a in sample.inputs)
 
