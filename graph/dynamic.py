@@ -165,18 +165,24 @@ class DynamicShapes:
         return Plan(_name(dims), gkey, failed=failed)
 
     def compile(self, plan: Plan, compile, saved, snapshot) -> tuple:
-        """(entry, snapshot): `compile(saved)` with the plan's axes traced as symbols. A graph
-        whose symbols cannot be read off its inputs pins those axes (with that reason) and the
-        call compiles specialised, from a fresh snapshot."""
+        """(entry, snapshot): `compile(saved)` with the plan's axes traced as symbols. When that
+        fails (code that insists on a plain int, `isinstance(n, int)`; a graph whose symbols its
+        inputs do not show), those axes are pinned with the reason and the call compiles
+        specialised from a fresh snapshot: dynamic axes never turn a call that compiles into
+        one that does not (an error that is not about sizes comes back from that compile)."""
+        if not plan.dims:
+            return compile(saved), saved
         try:
             with plan.tracing():
                 return compile(saved), saved
-        except UnboundSymbols as exc:
+        except Exception as exc:   # noqa: BLE001 - retried specialised, which raises its own
             if saved is not None:
                 saved.restore()
+            why = str(exc) if isinstance(exc, UnboundSymbols) else \
+                f"tracing it as a symbol failed: {type(exc).__name__}: {exc}"
             for i, dims in plan.dims.items():
                 for d in dims:
-                    self.static.setdefault((i, d), str(exc))
+                    self.static.setdefault((i, d), why)
             plan.env = None
             saved = snapshot() if snapshot is not None else None
             return compile(saved), saved

@@ -344,3 +344,19 @@ def test_symbols_a_guard_made_equal_count_as_one_in_later_questions():
         assert (s0, 3) == (s1, 3)
     assert [code for code, _ in env.guards] == ["(s0) == (s1)"]
     assert env.check({"s0": 5, "s1": 6}) is not None
+
+
+def test_code_that_insists_on_a_plain_int_compiles_specialised():
+    class Strict(nn.Module):
+        def forward(self, x):
+            if not isinstance(x.shape[0], int):
+                raise TypeError("Strict wants an int batch")
+            return x * 2
+
+    model = Strict()
+    for b in (3, 5, 5, 6):
+        x = flow.randn(b, 2)
+        np.testing.assert_array_equal(_graph(model, x), x.numpy() * 2)
+    reason = graph_cache(model).dynamic.info()["static"]["input 0 dim 0"]
+    assert "TypeError: Strict wants an int batch" in reason
+    assert cache_info(model)["traces"] == 3   # 3, 5 (tried with a symbol, then specialised), 6
