@@ -138,6 +138,10 @@ class _BuildOrLoad:
             return functools.partial(self.fn, graph)
 
         def build_and_load(path, *args, **kwargs):
+            if cls is Graph:
+                raise TypeError("nn.Graph.load(path, ...) builds the graph first: call it on "
+                                "your subclass, MyGraph.load(path, *its __init__ arguments), or "
+                                "load into a built graph with g.load(path)")
             return self.fn(cls(*args, **kwargs), path)
         return build_and_load
 

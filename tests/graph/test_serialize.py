@@ -163,6 +163,8 @@ def test_a_loaded_training_graph_replays_without_tracing(tmp_path, monkeypatch, 
     assert g2.cache_info()["traces"] == 0 and g2.cache_info()["hits"] == 3
     assert str(g2.explain_retrace()).startswith("compile 1: loaded from")
     assert g2.compile_report()["loaded_from"] == str(path)
+    with pytest.raises(TypeError, match="call it on your subclass"):
+        nn.Graph.load(path, model2, opt2)
 
 
 def _snapshot(model, opt):
