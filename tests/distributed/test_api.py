@@ -51,3 +51,42 @@ def test_buckets_follow_reverse_order_dtype_and_cap():
     buckets = assign_buckets(ps, cap_bytes=100)
     assert [[id(p) for p in b] for b in buckets] == [[id(ps[3])], [id(ps[2])],
                                                     [id(ps[1]), id(ps[0])]]
+
+
+class _Exchange(nn.Module):
+    """Starts an all-reduce it never reads (the result is dead code but for the collective)."""
+
+    def forward(self, x):
+        from dualflow.distributed import graph_ops
+        started = graph_ops.all_reduce_start(x * 2, op="sum")
+        graph_ops.collective_wait(started)
+        return x + 1
+
+
+def test_collective_nodes_survive_the_passes_though_nothing_reads_them():
+    """Impure: DCE keeps an unread collective (every rank must join it), in the traced order."""
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.net = _Exchange()
+
+        def build(self, x):
+            return self.net(x)
+    step = Step()
+    out = step(flow.ones(3))
+    np.testing.assert_array_equal(out.numpy(), [2.0, 2.0, 2.0])
+    names = [n.op.name for n in step.ir.nodes]
+    assert names.index("all_reduce_start") < names.index("collective_wait"), names
+
+
+class _Reduced(nn.Module):
+    def forward(self, x):
+        from dualflow.distributed import graph_ops
+        return graph_ops.collective_wait(graph_ops.all_reduce_start(x, op="sum")) + 1
+
+
+def test_collective_ops_are_not_exportable_and_say_why():
+    pytest.importorskip("onnx")
+    from dualflow.export import ExportError, to_onnx
+    with pytest.raises(ExportError, match="collective between processes"):
+        to_onnx(_Reduced(), (flow.ones(3),))

@@ -59,10 +59,19 @@ class TrainStep(nn.Graph):
         return loss
 
 
+COLLECTIVES = ("all_reduce_start", "reduce_scatter_start", "all_gather_start", "collective_wait")
+
+
 def collective_nodes(graph) -> dict:
+    """How many of each collective node the compiled step holds, and how many other nodes (the
+    rest of backward) run between the first bucket's start and the first wait: the overlap."""
     names = [n.op.name for n in graph.ir.nodes]
-    return {k: names.count(k) for k in ("all_reduce_start", "reduce_scatter_start",
-                                        "all_gather_start", "collective_wait")}
+    counts = {k: names.count(k) for k in COLLECTIVES}
+    first = min(names.index(k) for k in ("all_reduce_start", "reduce_scatter_start")
+                if k in names)
+    counts["computed while the first bucket is in flight"] = sum(
+        k not in COLLECTIVES for k in names[first:names.index("collective_wait")])
+    return counts
 
 
 def relative_difference(p, q) -> float:
@@ -117,7 +126,8 @@ def main():
     if graph is not None:
         counts = collective_nodes(graph)
         started = counts["all_reduce_start"] + counts["reduce_scatter_start"]
-        if started < 2 or counts["collective_wait"] != started + counts["all_gather_start"]:
+        if started < 2 or counts["collective_wait"] != started + counts["all_gather_start"] \
+                or not counts["computed while the first bucket is in flight"]:
             raise AssertionError(f"the compiled step lacks its bucket collectives: {counts}")
         if mode == "zero" and (counts["all_reduce_start"] or not counts["all_gather_start"]):
             raise AssertionError(f"ZeRO must reduce-scatter gradients (no all-reduce) and "
