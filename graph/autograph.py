@@ -113,6 +113,9 @@ def _transform(fn) -> ast.FunctionDef | None:
     if not isinstance(node, ast.FunctionDef) or node.name != code.co_name or \
             not has(node.body, (ast.If, ast.While, ast.For)):
         return None
+    a = node.args
+    if tuple(x.arg for x in a.posonlyargs + a.args) != code.co_varnames[:code.co_argcount]:
+        return None   # the source on disk is not the code that runs (edited since import)
     ast.increment_lineno(node, start - 1)
     node.decorator_list = []
     _FunctionConverter(fn, node).run()

@@ -150,9 +150,14 @@ def _graph_cond(pred, true_fn, false_fn, values, outs, where, fill):
                             tuple(values[i] for i in positions))
     except TraceError:
         raise
-    except Exception:
+    except Exception as exc:
         _check_branches(seen, outs, where, fill)
-        raise
+        if len(seen) < 2:
+            raise
+        names = ", ".join(f"`{n}`" for n, v in zip(outs, seen["true"]) if
+                          isinstance(v, Tensor) or _number(v))
+        raise TraceError(f"the `if` at {where} has a tensor condition, so both branches must "
+                         f"give {names} the same shapes and dtypes: {exc}") from exc
     _check_branches(seen, outs, where, fill)
     it = iter(tensors if isinstance(tensors, (tuple, list)) else [tensors])
     result = []

@@ -6,7 +6,7 @@ boolean-mask indexing or `unique`), the failed compile is rolled back (`Compiled
 restores the call's snapshot) and the module runs eagerly instead, under GRAPH mode still: each
 of its child modules' calls is then a top-level call of its own and compiles (or breaks) by
 itself. The decision is cached per call signature, so later calls neither retrace nor warn; a
-warning naming the reason and the user's line is given once. `nn.Graph` does not break: it
+warning naming the reason and the user's line is given once per module class. `nn.Graph` does not break: it
 raises, as OneFlow's does.
 
 `flow.graph.explain(module, *args)` runs one call and reports which modules compiled and which
@@ -14,7 +14,9 @@ broke, and why.
 """
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from dualflow.graph.tracer import TraceError
@@ -34,11 +36,17 @@ class GraphBreak:
 
     def call(self, module, args: tuple, kwargs: dict):
         _record(module, "graph break", self.reason)
-        return module._call_impl(*args, **kwargs)
+        running = _state.__dict__.setdefault("running", [])
+        running.append(self.reason)
+        try:
+            return module._call_impl(*args, **kwargs)
+        finally:
+            running.pop()
 
 
-_warned: set = set()       # reasons already warned about (once per process)
-_recorders: list = []      # active `explain` recordings
+_warned: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # module class -> reasons
+_state = threading.local()   # .running: reasons of the eager fallbacks running in this thread
+_recorders: list = []        # active `explain` recordings
 
 
 def breaks_of(module) -> dict:
@@ -55,8 +63,11 @@ def break_graph(module, key, error: TraceError, args: tuple, kwargs: dict):
     """After a failed compile (already rolled back): remember, warn once, run eagerly."""
     reason = str(error)
     brk = breaks_of(module)[key] = GraphBreak(reason)
-    if reason not in _warned:
-        _warned.add(reason)
+    warned = _warned.setdefault(type(module), set())
+    # once per module class and reason; not again for a submodule breaking for the reason its
+    # parent, running eagerly, was just warned about
+    if reason not in warned and reason not in _state.__dict__.get("running", ()):
+        warned.add(reason)
         warnings.warn(f"graph break: {type(module).__name__}.forward cannot be compiled and runs "
                       f"eagerly (its submodules still compile): {reason}", GraphBreakWarning,
                       stacklevel=4)

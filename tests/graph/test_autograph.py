@@ -327,6 +327,30 @@ def test_closures_defaults_super_and_private_names():
     np.testing.assert_array_equal(conv(flow.ones(2, dtype=F64)).numpy(), [14.0, 14.0])
 
 
+def _same_function(fn):
+    """A decorator that registers and returns the function itself."""
+    _same_function.seen = fn
+    return fn
+
+
+def test_decorated_forward_is_converted():
+    class Decorated(nn.Module):
+        @_same_function
+        def forward(self, x):
+            if x.sum() > 0:
+                x = x * 2
+            return x
+
+    m = Decorated()
+    assert "convert_if" in autograph.converted_source(Decorated.forward)
+    for v in (1.0, -1.0):
+        x = flow.tensor([v], dtype=F64)
+        with flow.mode(flow.GRAPH):
+            got = m(x)
+        np.testing.assert_array_equal(got.numpy(), m(x).numpy())
+    assert flow.graph.cache_info(m)["traces"] == 1
+
+
 def test_functions_without_control_flow_are_not_transformed():
     def plain(x):
         return x * 2
@@ -350,6 +374,24 @@ class AttributeInBranch(nn.Module):
         if x.sum() > 0:
             self.last = x * 2
         return x
+
+
+class TypeDiffers(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            y = x
+        else:
+            y = x.float()
+        return y
+
+
+class PythonValueDiffers(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            how = "up"
+        else:
+            how = "down"
+        return x if how == "up" else -x
 
 
 class WhileElse(nn.Module):
@@ -376,6 +418,8 @@ class Strict(nn.Graph):
     (OneSided, "if x.sum() > 0", "variable `z` is assigned in only one branch"),
     (AttributeInBranch, "if x.sum() > 0", "assigning `self.last`"),
     (WhileElse, "while x.sum() > 0", "a `while` with an `else:` clause"),
+    (TypeDiffers, "if x.sum() > 0", "both branches must give `y` the same shapes and dtypes"),
+    (PythonValueDiffers, "if x.sum() > 0", "variable `how` gets different Python values"),
 ])
 def test_unconvertible_code_names_the_line(cls, text, words):
     """nn.Graph raises (GRAPH mode runs such a module eagerly: test_graph_breaks.py)."""

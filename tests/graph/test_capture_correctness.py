@@ -16,7 +16,8 @@ import pytest
 import dualflow as flow
 import dualflow.nn.functional as F
 from dualflow import nn
-from dualflow.graph import TraceError
+from dualflow.graph import TraceError, TracedTensor
+from dualflow.nn.graph_breaks import GraphBreakWarning
 
 from .test_nn_graph import Train
 
@@ -251,9 +252,12 @@ def test_storing_a_tensor_that_requires_grad_is_refused_naming_the_attribute(gra
             return self.last.sum()
 
     model = Keeps()
-    with pytest.raises(TraceError, match="Keeps.last"):
-        model(flow.randn(1, 2))
+    with pytest.raises(TraceError, match="Keeps.last"):   # nn.Graph refuses
+        _calls(model)(flow.randn(1, 2))
     assert "last" not in model.__dict__
+    with pytest.warns(GraphBreakWarning, match="Keeps.last"):   # GRAPH mode runs it eagerly
+        model(flow.randn(1, 2))
+    assert not isinstance(model.last, TracedTensor)
     with flow.mode(flow.EAGER):
         model(flow.randn(1, 2)).backward()
 
@@ -561,7 +565,9 @@ def test_a_host_random_draw_in_forward_is_refused_not_frozen(graph_mode, draw):
             return self.lin(x) if keep > 0.5 else x
 
     model = StochasticDepth()
-    with pytest.raises(TraceError, match="random"):
+    with pytest.raises(TraceError, match="random"):   # nn.Graph refuses
+        _calls(model)(flow.randn(2, 3))
+    with pytest.warns(GraphBreakWarning, match="random"):   # GRAPH mode runs it eagerly
         model(flow.randn(2, 3))
     with flow.mode(flow.EAGER):
         model(flow.randn(2, 3))

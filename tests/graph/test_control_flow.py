@@ -7,6 +7,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
+from dualflow.nn.graph_breaks import GraphBreakWarning
 
 TOL = 1e-10
 
@@ -301,8 +302,9 @@ def test_an_in_place_write_to_an_outer_tensor_inside_a_branch_is_refused():
                 self.count.add_(1)
                 return a
             return flow.cond(x.sum() > 0, bump, lambda a: a, (x,))
-    with flow.mode(flow.GRAPH), pytest.raises(Exception, match="in-place write to a tensor from "
-                                                               "outside"):
+    # GRAPH mode runs such a module eagerly (a graph break, nn/graph_breaks.py), naming why
+    with flow.mode(flow.GRAPH), pytest.warns(GraphBreakWarning, match="in-place write to a "
+                                                                      "tensor from outside"):
         Writes()(flow.tensor(_x(3)))
 
 

@@ -59,14 +59,16 @@ def test_retracing_warns():
         flow.graph.set_automatic_dynamic(was)
 
 
-def test_python_if_on_a_traced_tensor_names_the_user_line():
-    class Bad(nn.Graph):
+def test_python_if_on_a_traced_tensor_compiles_to_a_cond():
+    class Signs(nn.Graph):   # converted by graph/autograph.py (tests/graph/test_autograph.py)
         def build(self, x):
-            if x.sum() > 0:  # noqa: the line the error must name
+            if x.sum() > 0:
                 return x
             return -x
-    with pytest.raises(TraceError, match=r"read while tracing.*test_nn_graph.py:\d+.*dualflow.where"):
-        Bad()(flow.ones(2))
+    graph = Signs()
+    for v in (1.0, -1.0):
+        np.testing.assert_array_equal(graph(flow.full((2,), v)).numpy(), [1.0, 1.0])
+    assert graph.cache_info()["traces"] == 1
 
 
 def test_item_inside_build_is_an_error():
