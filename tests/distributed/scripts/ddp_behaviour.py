@@ -6,7 +6,8 @@
   parameters got none; forwards without a backward are fine.
 * Traced collectives: dist.all_reduce/broadcast/reduce_scatter_tensor/all_gather_into_tensor
   inside an nn.Graph give eager's values; DDP with BatchNorm trained by nn.Graph (buffers
-  broadcast as graph state updates) ends with eager DDP's parameters and buffers.
+  broadcast as graph state updates) ends with eager DDP's parameters and buffers; an nn.Graph
+  without an optimizer leaves eager DDP's averaged gradients in `.grad`.
 * DDP with find_unused_parameters inside nn.Graph is refused (the used set would be frozen at
   trace time); plain DDP inside nn.Graph is tested for its numbers in parity.py."""
 import sys
@@ -91,12 +92,43 @@ def check_buffers_in_graph():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
 
 
+def check_graph_gradients():
+    def grads(compiled: bool):
+        flow.manual_seed(0)
+        model = nn.parallel.DistributedDataParallel(
+            nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)).to(flow.float64),
+            bucket_cap_mb=0.0001)
+
+        class Backward(nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def build(self, x):
+                loss = self.model(x).square().sum()
+                loss.backward()
+                return loss
+        step = Backward()
+        x = flow.full((4, 3), float(dist.get_rank() + 1), dtype=flow.float64)
+        for _ in range(2):   # the first call compiles, the second replays
+            for p in model.parameters():
+                p.grad = None
+            if compiled:
+                step(x)
+            else:
+                model(x).square().sum().backward()
+        return [p.grad.numpy() for p in model.parameters()]
+    for got, want in zip(grads(True), grads(False)):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
 def main():
     dist.init_process_group("mpi")
     r = dist.get_rank()
     check_overlap()
     check_traced_collectives()
     check_buffers_in_graph()
+    check_graph_gradients()
     flow.manual_seed(0)
     net = Branchy().to(flow.float64)
     ddp = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True)
