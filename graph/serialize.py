@@ -50,10 +50,13 @@ def to_host(array) -> np.ndarray:
 
 # ---- writing ---------------------------------------------------------------------------------
 class Encoder:
-    """Turns graphs and attr values into JSON-able data; arrays go to `arrays` by key."""
+    """Turns graphs and attr values into JSON-able data; arrays go to `arrays` by key.
+    `name_of(tensor)`: a name for a bound tensor the trace left unnamed (`p.data`, a second
+    tensor over a parameter's array), or None."""
 
-    def __init__(self):
+    def __init__(self, name_of=None):
         self.arrays: dict = {}
+        self.name_of = name_of or (lambda tensor: None)
 
     def array(self, a) -> str:
         a = to_host(a)
@@ -130,13 +133,14 @@ class Encoder:
 
     def graph(self, g: Graph) -> dict:
         """The graph as data. Parameters must carry their state_dict names (`Value.name`)."""
+        names = {}   # id(bound tensor) -> name
         for v in g.params:
-            if not v.name:
+            names[id(v.ref)] = v.name or self.name_of(v.ref)
+            if not names[id(v.ref)]:
                 raise SerializeError(
                     f"graph '{g.name}' binds a tensor {v}:{v.type} that is not a parameter, "
                     "buffer or optimizer state of the modules (a tensor captured from outside "
                     "them); only graphs over named state can be saved")
-        names = {id(v.ref): v.name for v in g.params}
         updates = []
         for t, v in g.state_updates:
             if id(t) not in names:
@@ -144,7 +148,7 @@ class Encoder:
             updates.append([names[id(t)], v.id])
         return {"name": g.name,
                 "inputs": [[v.id, encode_type(v.type), v.name] for v in g.inputs],
-                "params": [[v.id, encode_type(v.type), v.name] for v in g.params],
+                "params": [[v.id, encode_type(v.type), names[id(v.ref)]] for v in g.params],
                 "consts": [[v.id, encode_type(v.type), self.array(v.ref)] for v in g.consts],
                 "nodes": [self._node(n) for n in g.nodes],
                 "outputs": [v.id for v in g.outputs],

@@ -14,7 +14,7 @@ from dualflow.tensor import Tensor
 
 from .compiled import CompiledModule
 from .graph_mode import ForwardEntry, JointEntry, module_tree
-from .graph_save import (_bind_all, _by_entry, _check_same, _check_state_dict,
+from .graph_save import (_bind_all, _by_array, _by_entry, _check_same, _check_state_dict,
                          _dry_run_optimizers, _live_key, _named_tensors, _portable_key,
                          _saved_key, _tree_facts)
 
@@ -74,8 +74,9 @@ def save_module(module, path, optimizer=None) -> None:
     if cache is None or not cache.items():
         raise RuntimeError(f"flow.graph.save: {name} has no compiled calls yet; call it under "
                            "flow.set_mode(flow.GRAPH) (or flow.compile) first")
-    enc = Encoder()
-    names = {id(t): n for n, t in _named_tensors(module).items()}
+    tensors = _named_tensors(module)
+    enc = Encoder(_by_array(tensors))
+    names = {id(t): n for n, t in tensors.items()}
     records = [_call_record(enc, entry, keys, names, f"{name}.forward")
                for entry, keys in _by_entry(cache)]
     steps = optim_step._calls.get(optimizer) if optimizer is not None else None
@@ -116,6 +117,8 @@ def load_module(module, path, optimizer=None) -> None:
         if any(p not in tensors for r in records + steps for p in r["params"]):
             raise SerializeError(f"{where}: a saved graph names a parameter the model does not "
                                  "have")
+    except SerializeError:
+        raise
     except (KeyError, TypeError, ValueError) as exc:
         raise SerializeError(f"{where}: malformed file structure ({exc})") from None
     _bind_all([r["graphs"] for r in records], tensors)   # names and types checked before

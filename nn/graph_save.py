@@ -93,8 +93,11 @@ def _check_same(saved_facts, live_facts, where: str) -> None:
             if old[name] != new[name]:
                 diff = next((f"{a} saved, {b} now" for a, b in zip(old[name], new[name])
                              if a != b), f"{len(old[name])} saved, {len(new[name])} now")
+                hint = ("; the graph reads tensors the modules keep as attributes (a cached "
+                        "mask): call the model once before loading, so it makes them") \
+                    if name == "attributes" else ""
                 raise SerializeError(f"{where}: the model differs from the one saved "
-                                     f"({name}: {diff})")
+                                     f"({name}: {diff}){hint}")
     if len(saved_facts) != len(live_facts):
         raise SerializeError(f"{where}: {len(saved_facts)} module trees saved, "
                              f"{len(live_facts)} now")
@@ -168,6 +171,13 @@ def _named_tensors(module, prefix: str = "") -> dict:
             list(module.named_buffers(remove_duplicate=False))}
 
 
+def _by_array(tensors: dict):
+    """`Encoder.name_of`: the name of the named tensor whose array an unnamed one shares (a
+    traced `p.data.add_(...)` binds `p.data`, a second tensor over `p`'s array)."""
+    names = {id(t._data): n for n, t in reversed(tensors.items())}
+    return lambda t: names.get(id(getattr(t, "_data", None)))
+
+
 def _config_facts(config) -> list:
     scaler = config.grad_scaler
     if scaler is not None:
@@ -184,8 +194,9 @@ def save_graph(g, path) -> None:
     name = type(g).__name__
     if not items:
         raise RuntimeError(f"{name}.save: nothing is compiled yet; call the graph first")
-    enc = Encoder()
-    names = {id(t): n for n, t in _graph_tensors(g).items()}
+    tensors = _graph_tensors(g)
+    enc = Encoder(_by_array(tensors))
+    names = {id(t): n for n, t in tensors.items()}
     entries = []
     for entry, keys in _by_entry(g._cache):
         if entry.effects:
@@ -228,6 +239,8 @@ def load_graph(g, path) -> None:
                     "report": dict(r["report"])} for r in structure["entries"]]
         graphs = _decode_all(dec, structure["entries"], ("graph",))
         warmed = bool(structure["warmed"])
+    except SerializeError:
+        raise
     except (KeyError, TypeError, ValueError) as exc:
         raise SerializeError(f"{where}: malformed file structure ({exc})") from None
     names = scope_names(g._modules)[0]   # as nn.Graph's traces name optimizer state

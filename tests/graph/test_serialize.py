@@ -167,6 +167,31 @@ def test_a_loaded_training_graph_replays_without_tracing(tmp_path, monkeypatch, 
         nn.Graph.load(path, model2, opt2)
 
 
+def test_a_graph_updating_parameters_through_data_is_saved(tmp_path, monkeypatch):
+    class ByHand(nn.Graph):   # word_language_model's update: p.data.add_(p.grad, alpha=-lr)
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def build(self, x, y):
+            self.model.zero_grad()
+            loss = nn.functional.cross_entropy(self.model(x), y)
+            loss.backward()
+            for p in self.model.parameters():
+                p.data.add_(p.grad, alpha=-0.1)
+            return loss
+    model, x, y = make("mlp", flow.float32)
+    g = ByHand(model)
+    g(x, y)
+    g.save(tmp_path / "h.dfg")
+    model2 = _fresh()[0]
+    g2 = ByHand.load(tmp_path / "h.dfg", model2)
+    _no_tracing(monkeypatch)
+    assert [g(x, y).item() for _ in range(2)] == [g2(x, y).item() for _ in range(2)]
+    for (k, v), (_, w) in zip(model.state_dict().items(), model2.state_dict().items()):
+        np.testing.assert_array_equal(v.numpy(), w.numpy(), err_msg=k)
+
+
 def _snapshot(model, opt):
     return ({k: v.numpy().copy() for k, v in model.state_dict().items()},
             [{k: v.numpy().copy() for k, v in s.items()} for s in opt.state.values()],
