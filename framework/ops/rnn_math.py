@@ -62,6 +62,17 @@ class ArrayMath:
     def stack(self, parts):
         return self.xp.stack(parts)
 
+    def rows(self, T: int):
+        return _Rows(self.xp, T)
+
+    @staticmethod
+    def set_row(rows, t: int, parts):
+        return rows.put(t, parts)
+
+    @staticmethod
+    def collect(rows):
+        return rows.data
+
     def flat(self, a):
         return a.reshape(-1, a.shape[-1])
 
@@ -74,6 +85,31 @@ class ArrayMath:
     def fresh(self, a):
         """A copy where two outputs must not share memory (b_ih's and b_hh's gradients)."""
         return a.copy()
+
+
+class _Rows:
+    """A (T, ...) array filled one time step at a time (allocated at the first step), so that
+    kernels write each step's results in place instead of stacking them at the end."""
+
+    def __init__(self, xp, T: int):
+        self.xp, self.T, self.data = xp, T, None
+
+    def put(self, t: int, parts):
+        """Row t := the parts side by side along the last axis; returns the row (a view)."""
+        if self.data is None:
+            width = sum(p.shape[-1] for p in parts)
+            self.data = self.xp.empty((self.T,) + parts[0].shape[:-1] + (width,), parts[0].dtype)
+        row, at = self.data[t], 0
+        for p in parts:
+            row[..., at:at + p.shape[-1]] = p
+            at += p.shape[-1]
+        return row
+
+    def __getitem__(self, t):
+        return self.data[t]
+
+    def __len__(self) -> int:
+        return self.T
 
 
 class TensorMath:
@@ -118,6 +154,19 @@ class TensorMath:
     @staticmethod
     def stack(parts):
         return stack(parts)
+
+    @staticmethod
+    def rows(T: int):
+        return [None] * T
+
+    @staticmethod
+    def set_row(rows, t: int, parts):
+        rows[t] = parts[0] if len(parts) == 1 else cat(parts, 1)
+        return rows[t]
+
+    @staticmethod
+    def collect(rows):
+        return stack(rows)
 
     @staticmethod
     def flat(a):
@@ -188,16 +237,16 @@ def _bias(b_ih, b_hh):
 def lstm_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool):
     (h, c), T, H = states, x.shape[0], states[0].shape[-1]
     xw = _project(m, x, w_ih, _bias(b_ih, b_hh))
-    ys, saved = [None] * T, [None] * T
+    ys, saved = m.rows(T), m.rows(T)
     for t in _steps(T, reverse):
         act = m.lstm_act(xw[t] + m.dot_t(h, w_hh), H)
         i, f, g, o = (_piece(act, k, H) for k in range(4))
         c = f * c + i * g
         h = o * m.tanh(c)
-        ys[t] = h
+        m.set_row(ys, t, [h])
         if save:
-            saved[t] = m.cat([act, c], 1)
-    return m.stack(ys), h, c, (m.stack(saved) if save else None)
+            m.set_row(saved, t, [act, c])
+    return m.collect(ys), h, c, (m.collect(saved) if save else None)
 
 
 def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
@@ -205,7 +254,7 @@ def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
     T, H = x.shape[0], h0.shape[-1]
     dh = m.zeros_like(h0) if dh is None else dh
     dc = m.zeros_like(c0) if dc is None else dc
-    dgates = [None] * T
+    dgates = m.rows(T)
     for t in _steps(T, reverse, backward=True):
         i, f, g, o, c = (_piece(saved[t], k, H) for k in range(5))
         prev = _prev(saved, None, t, reverse)
@@ -220,11 +269,11 @@ def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
         di, df, dg, do = dc * g, dc * c_prev, dc * i, dh * tc
         if gs is not None:
             di, df, dg, do = (d + _piece(gs, k, H) for k, d in enumerate((di, df, dg, do)))
-        dpre = m.cat([di * i * (1 - i), df * f * (1 - f), dg * (1 - g * g), do * o * (1 - o)], 1)
-        dgates[t] = dpre
+        dpre = m.set_row(dgates, t, [di * i * (1 - i), df * f * (1 - f), dg * (1 - g * g),
+                                     do * o * (1 - o)])
         dc = dc * f
         dh = m.dot(dpre, w_hh)
-    gx, gw_ih, gw_hh, gb, _ = _input_grads(m, m.stack(dgates), x, w_ih,
+    gx, gw_ih, gw_hh, gb, _ = _input_grads(m, m.collect(dgates), x, w_ih,
                                            _prev_all(m, y, h0, reverse))
     return gx, dh, dc, gw_ih, gw_hh, gb, m.fresh(gb)
 
@@ -232,7 +281,7 @@ def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
 def gru_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool):
     (h,), T, H = states, x.shape[0], states[0].shape[-1]
     xw = _project(m, x, w_ih, b_ih)
-    ys, saved = [None] * T, [None] * T
+    ys, saved = m.rows(T), m.rows(T)
     for t in _steps(T, reverse):
         hw = m.dot_t(h, w_hh)
         if b_hh is not None:
@@ -241,17 +290,17 @@ def gru_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool)
         hn = hw[:, 2 * H:]
         n = m.tanh(xw[t][:, 2 * H:] + rz[:, :H] * hn)
         h = n + rz[:, H:] * (h - n)
-        ys[t] = h
+        m.set_row(ys, t, [h])
         if save:
-            saved[t] = m.cat([rz, n, hn], 1)
-    return m.stack(ys), h, (m.stack(saved) if save else None)
+            m.set_row(saved, t, [rz, n, hn])
+    return m.collect(ys), h, (m.collect(saved) if save else None)
 
 
 def gru_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
     (gy, dh, gsaved), (h0,) = grads, states
     T, H = x.shape[0], h0.shape[-1]
     dh = m.zeros_like(h0) if dh is None else dh
-    dx_gates, dh_gates = [None] * T, [None] * T
+    dx_gates, dh_gates = m.rows(T), m.rows(T)
     for t in _steps(T, reverse, backward=True):
         r, z, n, hn = (_piece(saved[t], k, H) for k in range(4))
         h_prev = _prev(y, h0, t, reverse)
@@ -265,12 +314,11 @@ def gru_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
         dr, dhn = dn_pre * hn, dn_pre * r
         if gs is not None:
             dr, dhn = dr + _piece(gs, 0, H), dhn + _piece(gs, 3, H)
-        drz = m.cat([dr * r * (1 - r), dz * z * (1 - z)], 1)
-        dx_gates[t] = m.cat([drz, dn_pre], 1)
-        dh_gates[t] = m.cat([drz, dhn], 1)
-        dh = dh * z + m.dot(dh_gates[t], w_hh)
+        dr, dz = dr * r * (1 - r), dz * z * (1 - z)
+        m.set_row(dx_gates, t, [dr, dz, dn_pre])
+        dh = dh * z + m.dot(m.set_row(dh_gates, t, [dr, dz, dhn]), w_hh)
     gx, gw_ih, gw_hh, gb_ih, gb_hh = _input_grads(
-        m, m.stack(dx_gates), x, w_ih, _prev_all(m, y, h0, reverse), m.stack(dh_gates))
+        m, m.collect(dx_gates), x, w_ih, _prev_all(m, y, h0, reverse), m.collect(dh_gates))
     return gx, dh, gw_ih, gw_hh, gb_ih, gb_hh
 
 
@@ -280,24 +328,23 @@ def rnn_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool,
     act = m.tanh if nonlinearity == "tanh" else m.relu
     (h,), T = states, x.shape[0]
     xw = _project(m, x, w_ih, _bias(b_ih, b_hh))
-    ys = [None] * T
+    ys = m.rows(T)
     for t in _steps(T, reverse):
         h = act(xw[t] + m.dot_t(h, w_hh))
-        ys[t] = h
-    return m.stack(ys), h, None
+        m.set_row(ys, t, [h])
+    return m.collect(ys), h, None
 
 
 def rnn_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool, nonlinearity: str):
     (gy, dh), (h0,), T = grads, states, x.shape[0]
     dh = m.zeros_like(h0) if dh is None else dh
-    dgates = [None] * T
+    dgates = m.rows(T)
     for t in _steps(T, reverse, backward=True):
         if gy is not None:
             dh = dh + gy[t]
         h = y[t]
         dpre = dh * (1 - h * h) if nonlinearity == "tanh" else dh * m.positive(h)
-        dgates[t] = dpre
-        dh = m.dot(dpre, w_hh)
-    gx, gw_ih, gw_hh, gb, _ = _input_grads(m, m.stack(dgates), x, w_ih,
+        dh = m.dot(m.set_row(dgates, t, [dpre]), w_hh)
+    gx, gw_ih, gw_hh, gb, _ = _input_grads(m, m.collect(dgates), x, w_ih,
                                            _prev_all(m, y, h0, reverse))
     return gx, dh, gw_ih, gw_hh, gb, m.fresh(gb)
