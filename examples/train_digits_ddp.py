@@ -93,6 +93,11 @@ def main() -> None:
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs}: loss {(total[0] / total[1]).item():.4f} "
                   f"({world} ranks, {time.perf_counter() - start:.1f}s)", flush=True)
+    if args.zero:   # each rank's share: the optimizer state is split, the parameters are not
+        mib = {k: v / 2 ** 20 for k, v in opt.memory_report().items() if k not in
+               ("rank", "world_size")}
+        print(f"rank {rank} holds " + ", ".join(f"{k} {v:.3f} MiB" for k, v in mib.items()),
+              flush=True)
     path = os.path.join(args.out, "digits-cnn-ddp.safetensors")
     dist.save_checkpoint(path, model, opt, epoch=args.epochs)
     if rank == 0:
