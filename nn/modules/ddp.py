@@ -7,7 +7,10 @@ backward is still running (`distributed/reducer.py`), so every replica takes the
 step. As in PyTorch: `no_sync()` skips the averaging (gradient accumulation), buffers are
 broadcast from rank 0 before each forward (`broadcast_buffers`), and state-dict keys carry the
 `module.` prefix. `device_ids`, `output_device`, `gradient_as_bucket_view` and `static_graph`
-are accepted so PyTorch scripts run, and change nothing here (one device per process)."""
+are accepted so PyTorch scripts run, and change nothing here (one device per process).
+Inside an `nn.Graph` the same reducer emits the bucket collectives as nodes of the compiled
+step; a ZeroRedundancyOptimizer over these parameters turns its all-reduces into
+reduce-scatters."""
 from __future__ import annotations
 
 import contextlib
