@@ -19,12 +19,15 @@ class GraphDataParallel:
         broadcast_now(params + buffers, 0)
         self.params = [p for p in params if p.requires_grad]
         self.bucket_cap_mb = bucket_cap_mb
-        self.reducer = Reducer(self.params, bucket_cap_mb, False)
         wanted = {id(p) for p in self.params}
-        for opt in optimizers:   # ZeRO over these parameters: reduce-scatter in backward instead
-            if hasattr(opt, "use_reducer") and \
-                    {id(p) for g in opt.param_groups for p in g["params"]} == wanted:
-                opt.use_reducer(self.reducer)
+        zero = [opt for opt in optimizers if hasattr(opt, "use_reducer") and
+                {id(p) for g in opt.param_groups for p in g["params"]} == wanted]
+        # ZeRO over these parameters: its buckets (its state may be loaded already), and the
+        # reducer reduce-scatters them in backward instead of all-reducing
+        self.reducer = Reducer(self.params, bucket_cap_mb, False,
+                               zero[0].bucket_layout() if zero else None)
+        for opt in zero:
+            opt.use_reducer(self.reducer)
 
     def arm(self) -> None:
         """Before a forward: the next backward averages the gradients."""

@@ -87,10 +87,15 @@ def assign_buckets(params: list, cap_bytes: int) -> list[list]:
 
 
 class Reducer:
-    def __init__(self, params: list, bucket_cap_mb: float, find_unused_parameters: bool):
+    def __init__(self, params: list, bucket_cap_mb: float, find_unused_parameters: bool,
+                 layout: list[list[int]] | None = None):
+        """`layout`: the buckets as lists of parameter ids (a ZeRO optimizer's), instead of
+        cutting them by `bucket_cap_mb`."""
         self.params = params
         self.find_unused = find_unused_parameters
-        self.layout = assign_buckets(params, int(bucket_cap_mb * 1024 * 1024))
+        by_id = {id(p): p for p in params}
+        self.layout = ([[by_id[i] for i in ids] for ids in layout] if layout is not None
+                       else assign_buckets(params, int(bucket_cap_mb * 1024 * 1024)))
         self.world = None          # ZeRO's world size: reduce-scatter instead (shard_gradients)
         self._make_buckets()
         hook = _weak_hook(self)

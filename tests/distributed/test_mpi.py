@@ -65,7 +65,7 @@ def test_20_steps_in_a_compiled_step_equal_single_process_training(n, dtype, mod
     assert "max relative difference" in out, out
 
 
-@pytest.mark.parametrize("mode", ["plain", "zero"])
+@pytest.mark.parametrize("mode", ["plain", "zero", "zero_graph"])
 def test_resuming_from_a_rank0_checkpoint_continues_identically(tmp_path, mode):
     assert "resumed identically" in assert_ok(2, "resume.py", str(tmp_path), mode)
 

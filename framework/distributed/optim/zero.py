@@ -121,21 +121,30 @@ class ZeroRedundancyOptimizer(Optimizer):
     def use_reducer(self, reducer) -> None:
         """Take the averaged gradient blocks from `reducer` (a DistributedDataParallel's, or
         `graph.config.data_parallel()`'s), which reduce-scatters them during backward; None:
-        reduce-scatter `.grad` in `step()`. Only before the first step (state is per block)."""
-        if getattr(self, "optim", None) is not None and any(self.optim.state.values()):
-            raise RuntimeError("ZeroRedundancyOptimizer: the gradient source can change only "
-                               "before the first step")
+        reduce-scatter `.grad` in `step()`. State is kept per block, so a reducer whose buckets
+        differ from this optimizer's is accepted only before the first step."""
         world, rank = self.world_size, self.rank
-        self._reducer = reducer
         if reducer is not None:
             layout = [(b.params, b.padded) for b in reducer.shard_gradients(world)]
         else:
             cap = int(self._bucket_cap_mb * 2 ** 20)
             layout = [(ps, -(-sum(p.numel() for p in ps) // world) * world)
                       for ps in assign_buckets(self._all_params, cap)]
+        self._reducer = reducer
+        if getattr(self, "_blocks", None) is not None and self.bucket_layout() == [
+                [id(p) for p in ps] for ps, _ in layout]:
+            return   # the same blocks: pieces and their state stay
+        if getattr(self, "optim", None) is not None and any(self.optim.state.values()):
+            raise RuntimeError("ZeroRedundancyOptimizer: a gradient source with other buckets "
+                               "can be set only before the first step")
         group_of = {id(p): gi for gi, g in enumerate(self.param_groups) for p in g["params"]}
         self._blocks = [_Block(ps, padded, world, rank, group_of) for ps, padded in layout]
         self._build_local_optimizer()
+
+    def bucket_layout(self) -> list[list[int]]:
+        """ids of each bucket's parameters: a reducer built with these buckets
+        (`Reducer(..., layout=)`) feeds this optimizer without re-cutting its state."""
+        return [[id(p) for p in b.params] for b in self._blocks]
 
     def _build_local_optimizer(self) -> None:
         """The wrapped optimizer over this rank's pieces, one local group per non-empty group."""

@@ -1,7 +1,9 @@
 """Run under `mpiexec -n N`: training resumed from a rank-0 checkpoint continues exactly as
 the uninterrupted run (model and, with ZeRO, sharded Adam state).
 
-    python resume.py DIR MODE     # MODE plain|zero; the checkpoint is written to DIR"""
+    python resume.py DIR MODE     # MODE plain|zero|zero_graph; the checkpoint is written to DIR
+    # zero_graph: ZeRO over a plain model trained by an nn.Graph with config.data_parallel(),
+    # the state loaded before the graph's first step (which picks ZeRO's buckets)"""
 import os
 import sys
 
@@ -12,21 +14,39 @@ import dualflow.distributed as dist
 from dualflow import nn
 
 
-def build(zero: bool):
+class TrainStep(nn.Graph):
+    def __init__(self, model, opt):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+        self.config.data_parallel()   # 25 MB: ZeRO's smaller buckets must win
+
+    def build(self, x):
+        loss = self.model(x).square().mean()
+        loss.backward()
+        return loss
+
+
+def build(mode: str):
     flow.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(
-        nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2)).to(flow.float64))
-    if zero:
-        opt = dist.optim.ZeroRedundancyOptimizer(model.parameters(), flow.optim.Adam, lr=0.05)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2)).to(flow.float64)
+    if mode != "zero_graph":
+        model = nn.parallel.DistributedDataParallel(model)
+    if mode.startswith("zero"):
+        opt = dist.optim.ZeroRedundancyOptimizer(model.parameters(), flow.optim.Adam, lr=0.05,
+                                                 bucket_cap_mb=0.0001)
     else:
         opt = flow.optim.Adam(model.parameters(), lr=0.05)
     return model, opt
 
 
-def train(model, opt, steps: range):
+def train(model, opt, steps: range, graph=None):
     for i in steps:
         rng = np.random.default_rng(1000 * i + dist.get_rank())
         x = flow.tensor(rng.standard_normal((4, 4)))
+        if graph is not None:
+            graph(x)
+            continue
         opt.zero_grad()
         model(x).square().mean().backward()
         opt.step()
@@ -36,10 +56,11 @@ def main():
     folder, mode = sys.argv[1], sys.argv[2]
     dist.init_process_group("mpi")
     path = os.path.join(folder, "checkpoint.safetensors")
-    model, opt = build(mode == "zero")
-    train(model, opt, range(5))
+    model, opt = build(mode)
+    graph = TrainStep(model, opt) if mode == "zero_graph" else None
+    train(model, opt, range(5), graph)
     dist.save_checkpoint(path, model, opt, step=5)
-    train(model, opt, range(5, 10))
+    train(model, opt, range(5, 10), graph)
     if mode == "zero":   # each rank holds its shard of Adam's state; together, all of it
         pieces = sum(len(g["params"]) for g in opt.optim.param_groups)   # a step count each
         held = flow.tensor([opt.state_bytes(), pieces], dtype=flow.int64)
@@ -48,9 +69,10 @@ def main():
         assert held[0].item() == whole + 8 * held[1].item(), (held, whole)
         assert opt.state_bytes() < whole and opt.memory_report()["optimizer_state"] == \
             opt.state_bytes(), opt.memory_report()
-    fresh, fresh_opt = build(mode == "zero")
+    fresh, fresh_opt = build(mode)
     extra = dist.load_checkpoint(path, fresh, fresh_opt)
-    train(fresh, fresh_opt, range(extra["step"], 10))
+    train(fresh, fresh_opt, range(extra["step"], 10),
+          TrainStep(fresh, fresh_opt) if mode == "zero_graph" else None)
     same = all(np.array_equal(p.detach().numpy(), q.detach().numpy())
                for p, q in zip(model.parameters(), fresh.parameters()))
     if dist.get_rank() == 0:
