@@ -342,7 +342,7 @@ def _scan_kernel(xp, *args, body, n_carry, n_xs, dim, reverse, length):
     ys = [xp.empty(_stacked(t.shape, dim, length), t.dtype.np) for t in y_types]
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
         at = _slice_at(dim, t)
-        outs = body.run(xp, carry + [xp.ascontiguousarray(x[at]) for x in xs] + caps)
+        outs = body.run(xp, carry + [xp.asarray(x[at], order="C") for x in xs] + caps)
         carry = outs[:n_carry]
         for y, o in zip(ys, outs[n_carry:]):
             y[at] = o

@@ -153,13 +153,7 @@ MODELS = {
 }
 
 
-KNOWN = {"counting": pytest.mark.xfail(reason=(
-    "control flow VJP: a cond using logical_or of two 0-d bool carries inside a while_loop "
-    "with max_iters fails in the backward's reverse scan (shape () vs (1,)); the forward is "
-    "checked in test_counting_forward"), strict=False)}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=KNOWN.get(n, ())) for n in MODELS])
+@pytest.mark.parametrize("name", list(MODELS))
 def test_graph_mode_matches_eager(name):
     cls, shape, scales = MODELS[name]
     flow.manual_seed(0)
