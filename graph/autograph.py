@@ -189,6 +189,8 @@ class _FunctionConverter:
     def unconvertible(self, s, parts: list) -> str | None:
         if has(parts, (ast.Yield, ast.YieldFrom, ast.Await)):
             return "it contains `yield`/`await`"
+        if any(isinstance(n, ast.Delete) for n in walk_scope(parts)):
+            return "it deletes a variable (`del`)"
         if loop_exits(parts):
             return "a `break`/`continue` in it leaves a loop that is not converted " \
                    "(a loop with an `else:` clause)"

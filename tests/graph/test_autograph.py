@@ -345,6 +345,37 @@ def test_decorated_forward_is_converted():
     assert flow.graph.cache_info(m)["traces"] == 1
 
 
+def test_forward_hooks_wrap_the_converted_forward():
+    class Signed(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x * 3
+
+    m = Signed()
+    m.register_forward_hook(lambda mod, args, out: out + 1)
+    for v in (1.0, -1.0):
+        x = flow.tensor([v], dtype=F64)
+        with flow.mode(flow.GRAPH):
+            got = m(x)
+        np.testing.assert_array_equal(got.numpy(), m(x).numpy())
+    assert flow.graph.cache_info(m)["traces"] == 1
+    assert [e.name for e in flow.graph.explain(m, x).compiled] == ["(root)"]
+
+
+def test_del_in_a_branch_stays_python():
+    def f(c):
+        tmp = 1
+        if c:
+            del tmp
+            tmp = 2
+        return tmp
+
+    g = autograph.convert(f)
+    assert "python_only" in autograph.converted_source(f)
+    assert (g(True), g(False)) == (f(True), f(False))
+
+
 def test_functions_without_control_flow_are_not_transformed():
     def plain(x):
         return x * 2
