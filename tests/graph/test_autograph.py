@@ -187,7 +187,7 @@ class GradGraph(nn.Graph):
         return out
 
 
-@pytest.mark.parametrize("name", ["branch", "early_exit", "early_return"])
+@pytest.mark.parametrize("name", [n for n in MODELS if n != "counting"])   # has parameters
 def test_nn_graph_matches_eager(name):
     cls, shape, scales = MODELS[name]
     flow.manual_seed(0)
