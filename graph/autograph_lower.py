@@ -227,9 +227,11 @@ def _guard(stmts: list, flags: list) -> list:
             continue
         if isinstance(s, ast.Assign):
             return out
-        for field in ("body", "orelse"):
-            if isinstance(s, (ast.If, ast.With)) and getattr(s, field, None):
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(s, (ast.If, ast.With, ast.Try)) and getattr(s, field, None):
                 setattr(s, field, _guard(getattr(s, field), flags))
+        for h in getattr(s, "handlers", []):
+            h.body = _guard(h.body, flags)
         rest = stmts[i + 1:]
         if rest:
             test = runtime_call("not_any", *[name(f) for f in flags])

@@ -277,6 +277,37 @@ def test_python_conditions_run_as_before():
     assert g(None, 99) is None
 
 
+def test_break_and_continue_inside_try_and_with_keep_python_semantics(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("")
+
+    def f(items):
+        out = []
+        for x in items:
+            try:
+                if x > 3:
+                    break
+                out.append(x)
+                if x == 1:
+                    continue
+                out.append(-x)
+            finally:
+                out.append(0)
+        i = 0
+        while i < len(items):
+            i += 1
+            with open(path) as fh:
+                if items[i - 1] == 2:
+                    continue
+                out.append(fh.read() + str(i))
+        return out
+
+    g = autograph.convert(f)
+    assert g is not f
+    for items in ([0, 1, 2, 3, 4, 5], [5], [], [1, 2], [2, 2, 9]):
+        assert g(items) == f(items)
+
+
 def test_unbound_variable_still_raises():
     def f(c):
         if c:
