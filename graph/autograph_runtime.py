@@ -10,6 +10,7 @@ iterations. What a structured op cannot express raises `TraceError` naming the u
 from __future__ import annotations
 
 import builtins
+import math
 
 from dualflow.tensor import Tensor
 
@@ -103,6 +104,10 @@ def convert_if(pred, true_fn, false_fn, values: tuple, outs: tuple, where: str,
     values of `outs` (the variables used after the `if`)."""
     if not _traced(pred):
         return (true_fn if pred else false_fn)(*values)
+    if math.prod(pred.shape) != 1:
+        raise TraceError(f"the condition of the `if` at {where} is a tensor of shape "
+                         f"{tuple(pred.shape)}: its truth value is ambiguous (use .any() or "
+                         ".all())")
     if refuse:
         raise TraceError(f"{refuse} inside an `if` whose condition is a tensor ({where}) cannot "
                          "be compiled: both branches are traced. Assign a local variable in the "
