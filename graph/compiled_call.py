@@ -33,7 +33,7 @@ class CompiledCall(GraphCache):
         `reason()` says what changed since the last compile (a list of phrases), for the
         retrace warning and `explain_retrace`."""
         leaves = run_args[0] if run_args and type(run_args[0]) is list else []
-        plan = self.dynamic.plan(key, leaves, list(self._entries))
+        plan = self.dynamic.plan(key, leaves, self._entries.keys())
         if plan.entry is not None:   # compiled with symbols, and this call's sizes fit
             self._alias(key, plan.entry)
             return plan.entry.run(*run_args)

@@ -145,24 +145,32 @@ class DynamicShapes:
 
     def plan(self, key: tuple, leaves: list, earlier_keys) -> Plan:
         """On a miss: an entry compiled with symbols that serves this call, or the axes the
-        compile should make symbolic."""
+        compile should make symbolic (learning new ones only when no entry serves: a loop over
+        more lengths than the cache keeps misses on every call)."""
         n = len(leaves)
         if not n or len(key) < n:
             return Plan()
+        dims = self._dims(leaves)
+        entry, failed = self._lookup(key, n, dims, leaves)
+        if entry is not None:
+            return Plan(entry=entry)
         if _automatic[0]:
             self._learn(key, n, earlier_keys)
-        dims = self._dims(leaves)
+            dims = self._dims(leaves)
         if not dims:
             return Plan()
-        gkey = _general_key(key, n, dims)
+        return Plan(_name(dims), _general_key(key, n, dims), failed=failed)
+
+    def _lookup(self, key: tuple, n: int, dims: dict, leaves: list) -> tuple:
+        """(entry whose guards hold for these sizes or None, why the last candidate failed)."""
         failed = ""
-        for se in self.entries.get(gkey, ()):
+        for se in self.entries.get(_general_key(key, n, dims), ()) if dims else ():
             sizes = _sizes(se.where, leaves)
             bad = ("the same symbol has two sizes", "") if sizes is None else se.env.check(sizes)
             if bad is None:
-                return Plan(entry=se.entry)
+                return se.entry, ""
             failed = f"guard {bad[0]} failed ({bad[1]})" if bad[1] else bad[0]
-        return Plan(_name(dims), gkey, failed=failed)
+        return None, failed
 
     def compile(self, plan: Plan, compile, saved, snapshot) -> tuple:
         """(entry, snapshot): `compile(saved)` with the plan's axes traced as symbols. When that

@@ -196,6 +196,7 @@ class ShapeEnv:
         self.specialized: dict = {}                 # symbol name -> reason
         self.traced = False   # set when the trace ends: passes get structural answers
         self.same: dict = {}  # symbol -> the symbol a guard made it equal to
+        self._compiled = None  # the guards' code objects, made on the first check
         self._seen: set = set()
 
     def add(self, code: str, reason: str, pinned: Expr | None = None) -> None:
@@ -208,9 +209,11 @@ class ShapeEnv:
 
     def check(self, sizes: dict):
         """The first guard that `sizes` ({symbol: int}) violates, as (code, reason), or None."""
-        for code, reason in self.guards:
-            if not eval(code, {"__builtins__": {}}, dict(sizes)):  # noqa: S307 - our own code
-                return code, reason
+        if self._compiled is None or len(self._compiled) != len(self.guards):
+            self._compiled = [compile(code, "<guard>", "eval") for code, _ in self.guards]
+        for guard, c in zip(self.guards, self._compiled):
+            if not eval(c, {"__builtins__": {}}, sizes):  # noqa: S307 - our own code
+                return guard
         return None
 
 
