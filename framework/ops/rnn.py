@@ -255,8 +255,8 @@ def _define(cell: _Cell) -> tuple:
     layer_vjp = _layer_vjp(cell, backward)
     if not cell.saved:
         layer = defop(name, _forward_kernel(name, cell, False),
-                      _forward_infer(name, cell, False), layer_vjp, saves=n_in, saves_out=(0,), num_outputs=outputs,
-                      sparse_grads=True, onnx=_lower(cell))
+                      _forward_infer(name, cell, False), layer_vjp, saves=n_in, saves_out=(0,),
+                      num_outputs=outputs, sparse_grads=True, onnx=_lower(cell))
         return layer, None, backward
     train = defop(f"{name}_train", _forward_kernel(f"{name}_train", cell, True),
                   _forward_infer(f"{name}_train", cell, True), layer_vjp, saves=n_in,

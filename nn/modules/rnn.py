@@ -43,7 +43,7 @@ def _layer_op(mode: str, inputs: tuple, reverse: bool) -> tuple:
     return outs[:3] if mode == "LSTM" else outs[:2]
 
 
-# ---- an LSTM with projections (proj_size): one step at a time, as a composite ----------------------
+# ---- an LSTM with projections (proj_size): one step at a time, as a composite ------------------
 def _lstm_proj_step(x_proj, state, w_hh, b_hh, w_hr):
     h, c = state
     i, f, g, o = (x_proj + F.linear(h, w_hh, b_hh)).chunk(4, -1)
