@@ -104,7 +104,8 @@ def main():
     else:
         ddp = nn.parallel.DistributedDataParallel(local, bucket_cap_mb=0.0002)  # several buckets
     if mode == "zero":
-        opt = dist.optim.ZeroRedundancyOptimizer(ddp.parameters(), flow.optim.Adam, lr=0.01)
+        opt = dist.optim.ZeroRedundancyOptimizer(ddp.parameters(), flow.optim.Adam, lr=0.01,
+                                                 bucket_cap_mb=0.0002)   # DDP's win if wrapped
     else:
         opt = flow.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
     micro = 2 if mode == "no_sync" else 1
