@@ -70,9 +70,12 @@ def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
     if symbols:
         sizes.append({s: n + 2 for s, n in base.items()})
     variants, graphs = Variants(symbols, sizes), [graph]
+    # the variants are traced as the first graph was: with size symbols, or (an example size
+    # of 0 or 1, never symbolic) with plain sizes throughout, so their nodes correspond
+    traced_axes = in_axes if all(n >= 2 for n in base.values()) else None
     for k, s in enumerate(sizes[1:], 1):
         try:
-            graphs.append(trace_model(model, resized(args, in_axes, s), in_axes)[0])
+            graphs.append(trace_model(model, resized(args, in_axes, s), traced_axes)[0])
         except ExportError:
             raise
         except Exception as exc:
