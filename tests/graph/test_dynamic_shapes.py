@@ -360,3 +360,35 @@ def test_code_that_insists_on_a_plain_int_compiles_specialised():
     reason = graph_cache(model).dynamic.info()["static"]["input 0 dim 0"]
     assert "TypeError: Strict wants an int batch" in reason
     assert cache_info(model)["traces"] == 3   # 3, 5 (tried with a symbol, then specialised), 6
+
+
+def test_a_constant_broadcast_to_a_symbolic_size_is_not_folded():
+    """A sum's gradient is a constant broadcast to the input's shape: folding it at compile time
+    would bake the traced batch size in and pin the axis (one compile per size)."""
+    class Step(nn.Graph):
+        def __init__(self, model, opt):
+            super().__init__(dynamic={"x": {0: "batch"}})
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            loss = self.model(x).sum()
+            loss.backward()
+            return loss
+
+    flow.manual_seed(0)
+    model = nn.Linear(4, 3)
+    twin = copy.deepcopy(model)
+    step = Step(model, flow.optim.SGD(model.parameters(), lr=0.1))
+    opt = flow.optim.SGD(twin.parameters(), lr=0.1)
+    rng = np.random.default_rng(3)
+    for b in (4, 5, 6, 9):
+        x = flow.tensor(rng.normal(size=(b, 4)), dtype=flow.float32)
+        got = step(x).item()
+        opt.zero_grad()
+        loss = twin(x).sum()
+        loss.backward()
+        opt.step()
+        assert got == loss.item()
+    assert step.cache_info()["traces"] == 1
+    assert not step._cache.dynamic.static
