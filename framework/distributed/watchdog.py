@@ -42,6 +42,7 @@ class Watchdog:
                                  f"process group's timeout ({self.seconds:g} s); aborting all "
                                  f"ranks\n")
                 sys.stderr.flush()
+                time.sleep(0.5)   # let the launcher forward the message before the abort
                 self.abort(1)
                 return
 
