@@ -7,6 +7,7 @@ blocked in a collective forever."""
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from datetime import timedelta
 
@@ -80,6 +81,7 @@ def _abort_on_error(kind, value, tb) -> None:
     sys.stderr.write(f"[rank {_backend.rank}] uncaught exception; aborting all ranks\n")
     traceback.print_exception(kind, value, tb)
     sys.stderr.flush()
+    time.sleep(0.5)   # let the launcher forward the traceback before the abort
     _backend.abort(1)
 
 
