@@ -5,7 +5,7 @@ import onnx
 from onnx import helper
 
 import dualflow
-from dualflow.graph.pytree import flatten_args
+from dualflow.utils.pytree import flatten_args
 
 from . import axes as dyn
 from .exporter import Exporter, value_info

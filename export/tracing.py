@@ -12,7 +12,7 @@ import dualflow as flow
 from dualflow.graph import Trace
 from dualflow.graph.dynamic import symbolic_axes
 from dualflow.graph.trace import scope_names
-from dualflow.graph.pytree import flatten, flatten_args, map_tensors
+from dualflow.utils.pytree import flatten, flatten_args, map_tensors
 from dualflow.nn.capture import Snapshot
 from dualflow.nn import Graph as NNGraph
 from dualflow.nn import Module

@@ -14,7 +14,7 @@ from dualflow.tensor import Tensor
 
 from .dynamic import take_pending
 from .ir import Graph
-from .pytree import flatten
+from dualflow.utils.pytree import flatten
 from .retrace import describe_leaf_change
 from .symbolic import SymInt, active_env
 from .tracer import TraceError, TracedTensor, Tracer

@@ -21,7 +21,7 @@ from dualflow.graph.trace import scope_names
 from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.dynamic import requested_dims
 from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
-from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.graph.retrace import RetraceLog, leaf_names
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor

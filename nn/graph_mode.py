@@ -15,7 +15,7 @@ from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.compiler import compile_graph
 from dualflow.graph.memory import aliases_input
 from dualflow.graph.passes.checkpoint import checkpoint_pass
-from dualflow.graph.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.graph.retrace import leaf_names
 from dualflow.graph.split import split_forward_backward
 from dualflow.graph.trace import Trace, explain_change, scope_names, signature

@@ -10,7 +10,7 @@ ort = pytest.importorskip("onnxruntime")
 import dualflow as flow  # noqa: E402
 from dualflow import nn  # noqa: E402
 from dualflow.export import to_onnx  # noqa: E402
-from dualflow.graph.pytree import flatten  # noqa: E402
+from dualflow.utils.pytree import flatten  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5
 

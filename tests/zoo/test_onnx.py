@@ -9,7 +9,7 @@ import pytest
 from ..export.helpers import assert_close, eager_outputs, export_checked, run
 
 import dualflow as flow  # noqa: E402
-from dualflow.graph.pytree import flatten  # noqa: E402
+from dualflow.utils.pytree import flatten  # noqa: E402
 
 from .gan import gan_run  # noqa: E402
 from .recipes import GPT_CONFIG, IMAGE_SHAPE, NTOKEN, SEQ_LEN  # noqa: E402
