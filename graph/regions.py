@@ -76,6 +76,13 @@ class Region:
     def unflatten(self, leaves: list):
         return unflatten(self.out_tree, list(leaves))
 
+    def transformed(self, graph_pass) -> "Region":
+        """This region with `graph_pass` applied to a copy of its graph (a pass of the
+        enclosing compile that must reach inside, e.g. mixed precision); same inputs and
+        outputs, so the owning node keeps its types."""
+        return Region(graph_pass(self.graph.copy()), self.n_args, list(self.captures),
+                      list(self.keys), self.out_tree)
+
     # ---- construction -------------------------------------------------------------------
     def capture_also(self, key, tensor) -> None:
         """Take `tensor` (captured by a sibling region) as an input too, so sibling regions

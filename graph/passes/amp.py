@@ -65,6 +65,8 @@ class _Autocast:
         replace: dict = {}
         for n in self.graph.nodes:
             rewire(n, replace)
+            if self.scaler is None and n.regions():
+                self._inside(n)
             floats = [v.type.dtype for v in n.inputs if v.type.dtype.is_floating_point]
             if n.op.amp != "low" or not floats or any(
                     d is not dt.float32 for d in floats):
@@ -75,6 +77,15 @@ class _Autocast:
         self._skip_on_overflow()
         self.graph.nodes = self.nodes
         return self.graph
+
+    def _inside(self, n) -> None:
+        """The node's regions (a cond's branches, a loop body) autocast too. Their products
+        keep float32 results, so the regions' inputs and outputs keep their types. Not with a
+        gradient scaler: a scaled product's overflow check cannot leave a region."""
+        inner = amp_pass(self.low, None)
+        new = {id(r): r.transformed(inner) for r in n.regions()}
+        n.attrs = {k: tuple(new.get(id(x), x) for x in v) if type(v) is tuple
+                   else new.get(id(v), v) for k, v in n.attrs.items()}
 
     def _autocast(self, n):
         scaled = 0

@@ -376,3 +376,44 @@ def test_the_dot_view_draws_regions_as_clusters_with_declared_nodes():
     regions = sum(len(n.regions()) for n in step.ir.nodes)
     assert regions and text.count("subgraph cluster_") >= regions
     assert 'label="scan.body"' in text and 'label="cond.true"' in text
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mixed_precision_reaches_inside_regions_without_a_scaler(dtype):
+    """nn.Graph's autocast pass rewrites regions too (bfloat16, no gradient scaler): a branch
+    computes what the same code without the cond computes. With float16's scaler the regions
+    stay float32 (an overflow check cannot leave a region)."""
+    low = getattr(flow, dtype)
+
+    class Amp(nn.Graph):
+        def __init__(self, model, scaler):
+            super().__init__()
+            self.model = model
+            self.config.enable_amp(True, dtype=low, grad_scaler=scaler)
+
+        def build(self, x):
+            loss = self.model(x)
+            loss.backward()
+            return loss
+
+    def branchy(m, x):
+        (w,) = m.ws
+        return flow.cond(x.sum() > -1e9, lambda a: a @ w, lambda a: a @ w * 0, (x,)).sum()
+
+    def straight(m, x):
+        (w,) = m.ws
+        return (x @ w).sum()
+    x = flow.tensor(_x(4, 5), dtype=flow.float32)
+    results = []
+    for fn in (branchy, straight):
+        model = Loss(fn, (5, 3)).float()
+        scaler = False if dtype == "bfloat16" else None
+        loss = Amp(model, scaler)(x)
+        results.append((loss.item(), model.ws[0].grad.numpy()))
+    w = Loss(straight, (5, 3)).ws[0].detach().numpy()
+    full = float(x.numpy().astype(np.float64).sum(0) @ w.sum(1))
+    if dtype == "bfloat16":
+        assert results[0][0] == results[1][0] and results[0][0] != pytest.approx(full, abs=1e-6)
+        np.testing.assert_array_equal(results[0][1], results[1][1])
+    else:   # a scaler: the branch stays float32
+        assert results[0][0] == pytest.approx(full, rel=1e-6)
