@@ -150,10 +150,12 @@ class DynamicShapes:
         n = len(leaves)
         if not n or len(key) < n:
             return Plan()
-        dims = self._dims(leaves)
-        entry, failed = self._lookup(key, n, dims, leaves)
+        # a strided argument (a cropped context, idx[:, -8:]) may replay a graph compiled with
+        # symbols from C-ordered ones: kernels take any strides, so the values are the same
+        entry, failed = self._lookup(key, n, self._dims(leaves, any_layout=True), leaves)
         if entry is not None:
             return Plan(entry=entry)
+        dims = self._dims(leaves)
         if _automatic[0]:
             self._learn(key, n, earlier_keys)
             dims = self._dims(leaves)
@@ -221,12 +223,13 @@ class DynamicShapes:
                 for i, d in diff:
                     self.auto.setdefault(i, {})[d] = None
 
-    def _dims(self, leaves: list) -> dict:
-        """{leaf: {dim: name or None}} to trace as symbols for these arguments."""
+    def _dims(self, leaves: list, any_layout: bool = False) -> dict:
+        """{leaf: {dim: name or None}} to trace as symbols for these arguments (C-ordered
+        ones; with `any_layout`, strided ones too: for looking up a compiled entry)."""
         out: dict = {}
         for i, t in enumerate(leaves):
             data = t._data
-            if data is None or not data.flags.c_contiguous:
+            if data is None or not (any_layout or data.flags.c_contiguous):
                 continue
             want = dict(self.auto.get(i, {}))
             want.update(self.requested.get(i, {}))

@@ -392,3 +392,23 @@ def test_a_constant_broadcast_to_a_symbolic_size_is_not_folded():
         assert got == loss.item()
     assert step.cache_info()["traces"] == 1
     assert not step._cache.dynamic.static
+
+
+def test_a_generate_loop_that_crops_its_context_still_compiles_twice():
+    """nanoGPT's `generate` feeds `idx[:, -block:]` once the sequence outgrows the block: with a
+    batch of two that crop is strided, and its strides change with every length. It replays the
+    graph compiled with symbols (kernels take any strides), rather than compiling per length."""
+    from ..zoo.models.gpt import GPTConfig, gpt_classes
+    flow.manual_seed(0)
+    model = gpt_classes(flow).GPT(GPTConfig())
+    model.eval()
+    prompt = flow.tensor([[1, 2], [3, 4]])
+    with flow.no_grad():
+        flow.manual_seed(5)
+        eager = model.generate(prompt, 14).numpy()
+        flow.manual_seed(5)
+        with flow.mode(flow.GRAPH):
+            graph = model.generate(prompt, 14).numpy()
+    np.testing.assert_array_equal(graph, eager)
+    assert eager.shape[1] > GPTConfig().block_size + 2        # the crop ran several times
+    assert cache_info(model)["traces"] == 2
