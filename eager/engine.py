@@ -16,6 +16,8 @@ import weakref
 
 import numpy as np
 
+from dualflow import dtype as dt
+from dualflow.device import CPU
 from dualflow.ops import core as core_ops
 from dualflow.ops.dispatch import state
 from dualflow.ops.opdef import TensorType
@@ -42,8 +44,8 @@ class InputMeta(TensorType):
 class Node:
     """One tape entry: a call of `op` whose outputs require grad."""
     __slots__ = ("op", "attrs", "saved", "versions", "out_refs", "out_saved", "out_versions",
-                 "out_types", "edges",
-                 "edge_nrs", "in_shapes", "in_requires", "released", "stack", "seq", "__weakref__")
+                 "out_types", "edges", "edge_nrs", "in_shapes", "released", "stack", "seq",
+                 "__weakref__")
 
     def name(self) -> str:
         return "".join(p.capitalize() for p in self.op.name.split("_")) + "Backward"
@@ -58,57 +60,96 @@ class Node:
 
 def record(op, inputs, attrs, out) -> None:
     """Put a node for `op(*inputs, **attrs) -> out` on the tape. Runs for every op under
-    autograd, so it makes one pass over the inputs and touches each attribute once."""
-    node = Node()
+    autograd, so it makes one pass over the inputs, touches each attribute once and reads NumPy
+    arrays' shape and dtype directly rather than through the Tensor properties (each a Python
+    call); tests/eager/test_fast_paths.py compares the result with the properties."""
+    node = _new(Node)
     node.op = op
     node.attrs = attrs
     saves = op.saves
     if type(saves) is dict:  # {input: inputs whose gradient reads it}: save only if one needs it
         saves = tuple(i for i, js in saves.items() if any(inputs[j].requires_grad for j in js))
-    saved, versions, edges, edge_nrs, in_shapes, in_requires = [], [], [], [], [], []
-    for i, x in enumerate(inputs):
-        requires = x.requires_grad
-        fn = x.grad_fn
-        shape = x.shape
-        edges.append(fn if fn is not None else (x if requires else None))
-        edge_nrs.append(x._output_nr)
-        in_shapes.append(shape)
-        in_requires.append(requires)
-        if saves is None or i in saves:
-            saved.append(x)
-            versions.append(x._version[0])
+    if len(inputs) == 2:  # most recorded ops: the loop below unrolled, tuples for lists
+        x, y = inputs
+        dx, dy = x._data, y._data
+        sx = x.shape if dx is None else dx.shape  # None: a traced tensor
+        sy = y.shape if dy is None else dy.shape
+        rx, ry = x.requires_grad, y.requires_grad
+        node.edges = ((x.grad_fn or x) if rx else None, (y.grad_fn or y) if ry else None)
+        node.edge_nrs = (x._output_nr, y._output_nr)
+        node.in_shapes = (sx, sy)
+        if saves is None or 0 in saves:
+            kx, vx = x, x._version[0]
+        elif type(dx) is _ndarray:  # `_input_meta` inlined: a call costs as much as its body
+            kx, vx = _new(InputMeta), None
+            kx.shape, kx.device, kx.requires_grad = sx, CPU, rx
+            kx.dtype = _BY_NP.get(dx.dtype) or x.dtype
         else:
-            saved.append(_input_meta(x, shape, requires))
-            versions.append(None)
-    node.saved = saved
-    node.versions = versions
-    node.edges = edges
-    node.edge_nrs = edge_nrs
-    node.in_shapes = in_shapes
-    node.in_requires = in_requires
+            kx, vx = _input_meta(x, dx, sx, rx), None
+        if saves is None or 1 in saves:
+            ky, vy = y, y._version[0]
+        elif type(dy) is _ndarray:
+            ky, vy = _new(InputMeta), None
+            ky.shape, ky.device, ky.requires_grad = sy, CPU, ry
+            ky.dtype = _BY_NP.get(dy.dtype) or y.dtype
+        else:
+            ky, vy = _input_meta(y, dy, sy, ry), None
+        node.saved = (kx, ky)
+        node.versions = (vx, vy)
+    else:
+        saved, versions, edges, edge_nrs, in_shapes = [], [], [], [], []
+        for i, x in enumerate(inputs):
+            data = x._data
+            shape = x.shape if data is None else data.shape
+            requires = x.requires_grad
+            edges.append((x.grad_fn or x) if requires else None)  # needing no gradient: no edge
+            edge_nrs.append(x._output_nr)
+            in_shapes.append(shape)
+            if saves is None or i in saves:
+                saved.append(x)
+                versions.append(x._version[0])
+            else:
+                saved.append(_input_meta(x, data, shape, requires))
+                versions.append(None)
+        node.saved = saved
+        node.versions = versions
+        node.edges = edges
+        node.edge_nrs = edge_nrs
+        node.in_shapes = in_shapes
     node.released = False
     node.seq = next(_seq)
     node.stack = anomaly.capture_stack() if anomaly.state.enabled else None
-    if isinstance(out, tuple):
-        outs = out
-        node.out_refs = [_ref(o) for o in outs]
-        # to zero-fill the gradient of an output that was dropped
-        node.out_types = [TensorType(o.shape, o.dtype, o.device) for o in outs] \
-            if len(outs) > 1 else None
-    else:
-        outs = (out,)
+    keep = op.saves_out
+    if type(out) is not tuple:
         node.out_refs = [_ref(out)]
         node.out_types = None
-    keep = op.saves_out
+        if keep is True:
+            node.out_saved = out
+            node.out_versions = (out._version[0],)
+        elif keep:  # (0,): kept as the one-output tuple the general form makes
+            node.out_saved = (out,) if 0 in keep else (None,)
+            node.out_versions = (out._version[0] if 0 in keep else None,)
+        else:
+            node.out_saved = node.out_versions = None
+        data = out._data
+        if (_BY_NP.get(data.dtype) or out.dtype if type(data) is _ndarray
+                else out.dtype).is_floating_point:
+            out.requires_grad = True
+            out.grad_fn = node
+        return
+    node.out_refs = [_ref(o) for o in out]
+    # to zero-fill the gradient of an output that was dropped
+    node.out_types = [TensorType(o.shape, o.dtype, o.device) for o in out] \
+        if len(out) > 1 else None
     if keep is True:
         node.out_saved = out
-        node.out_versions = tuple(o._version[0] for o in outs)
+        node.out_versions = tuple(o._version[0] for o in out)
     elif keep:  # output positions: the VJP gets None for the others, which may change in place
-        node.out_saved = tuple(o if i in keep else None for i, o in enumerate(outs))
-        node.out_versions = tuple(o._version[0] if i in keep else None for i, o in enumerate(outs))
+        node.out_saved = tuple(o if i in keep else None for i, o in enumerate(out))
+        node.out_versions = tuple(o._version[0] if i in keep else None for i, o in enumerate(out))
     else:
         node.out_saved = node.out_versions = None
-    for o in outs:
+    for o in out:
         if o.dtype.is_floating_point:
             o.requires_grad = True
             o.grad_fn = node
@@ -119,16 +160,23 @@ def record(op, inputs, attrs, out) -> None:
 _seq = itertools.count(1)
 _ref = weakref.ref
 _new = object.__new__
+_ndarray = np.ndarray
+_BY_NP = dt._BY_NP
 
 
-def _input_meta(x: Tensor, shape: tuple, requires_grad: bool) -> InputMeta:
-    """`InputMeta(x)` without the class call, from facts `record` already read."""
-    m = _new(InputMeta)
-    m.shape = shape
-    m.dtype = x.dtype
-    m.device = x.device
-    m.requires_grad = requires_grad
-    return m
+def _input_meta(x: Tensor, data, shape: tuple, requires_grad: bool) -> InputMeta:
+    """`InputMeta(x)` from facts `record` already read; a NumPy array's dtype and device are
+    read off the array, without the Tensor properties' calls."""
+    meta = _new(InputMeta)
+    meta.shape = shape
+    if type(data) is _ndarray:
+        meta.dtype = _BY_NP.get(data.dtype) or x.dtype
+        meta.device = CPU
+    else:
+        meta.dtype = x.dtype
+        meta.device = x.device
+    meta.requires_grad = requires_grad
+    return meta
 
 
 def rebase_inplace(target: Tensor, result: Tensor) -> None:
@@ -331,9 +379,9 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             node.released = True
             node.saved = [s if isinstance(s, TensorType) else None for s in node.saved]
             node.out_saved = None
-        in_requires, in_shapes = node.in_requires, node.in_shapes
+        in_shapes = node.in_shapes
         for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
-            if edge is None or g is None or not in_requires[i]:
+            if edge is None or g is None:  # (an input that needs no gradient has no edge)
                 if isinstance(edge, Node):
                     _release_dependency(edge, deps, queue)
                 elif hooked is not None and edge is not None:

@@ -192,12 +192,63 @@ def test_views_share_the_version_counter():
 
 
 # ---- recording -----------------------------------------------------------------------------------
+def _unsaved(op_inputs):
+    """The InputMeta `record` makes for each input of `_unsaving` (which saves none)."""
+    return _unsaving(*op_inputs).grad_fn.saved
+
+
+_unsaving = OpDef("test_fast_paths_unsaving", lambda xp, *xs: xs[0] * 1, saves=(),
+                  vjp=lambda g, out, *xs: (g,) + (None,) * (len(xs) - 1))
+
+
+@pytest.mark.parametrize("d", [d for d in DTYPES if d.is_floating_point], ids=lambda d: d.name)
 @pytest.mark.parametrize("grad", [False, True])
-def test_input_meta_fast_constructor_matches_the_class(grad):
-    x = flow.ones(2, 3, dtype=flow.float64, requires_grad=grad)
-    a, b = engine._input_meta(x, x.shape, x.requires_grad), engine.InputMeta(x)
-    assert (a.shape, a.dtype, a.device, a.requires_grad, a.ndim) == \
-        (b.shape, b.dtype, b.device, b.requires_grad, b.ndim)
+def test_recorded_input_meta_matches_the_class_and_the_properties(d, grad):
+    x = flow.ones(2, 3, dtype=d, requires_grad=grad)
+    w = flow.ones(2, 3, dtype=d, requires_grad=True)
+    odd = flow.Tensor._wrap(np.ones((1, 3), pickle.loads(pickle.dumps(d.np))))  # equal dtype
+    for a, t in zip(_unsaved((w, x, odd)), (w, x, odd)):
+        b = engine.InputMeta(t)
+        assert (a.shape, a.dtype, a.device, a.requires_grad, a.ndim) == \
+            (b.shape, b.dtype, b.device, b.requires_grad, b.ndim) == \
+            (t.shape, t.dtype, t.device, t.requires_grad, t.ndim)
+        assert type(a.shape) is tuple and a.dtype is t.dtype
+
+
+def test_recorded_facts_of_a_tensor_without_a_numpy_array_come_from_its_properties():
+    class Other(flow.Tensor):  # what a traced or non-NumPy tensor offers: the properties
+        __slots__ = ()
+        shape = property(lambda self: (5,))
+        dtype = property(lambda self: flow.float64)
+        device = property(lambda self: "elsewhere")
+
+    w = flow.ones(5, dtype=flow.float64, requires_grad=True)
+    other = Other._wrap(None)
+    out = flow.ones(5, dtype=flow.float64)  # record alone: no kernel runs on a data-less tensor
+    engine.record(_unsaving, (w, other), {}, out)
+    meta = out.grad_fn.saved[1]
+    assert (meta.shape, meta.dtype, meta.device, meta.requires_grad) == \
+        ((5,), flow.float64, "elsewhere", False)
+    assert list(out.grad_fn.in_shapes) == [(5,), (5,)] and list(out.grad_fn.edges) == [w, None]
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=lambda d: d.name)
+def test_record_marks_only_floating_outputs_as_requiring_grad(d):
+    w = flow.ones(3, requires_grad=True)
+    out = flow.Tensor._wrap(np.ones(3, d.np))
+    engine.record(_unsaving, (w,), {}, out)
+    assert out.requires_grad is d.is_floating_point
+    assert (out.grad_fn is not None) is d.is_floating_point
+
+
+def test_a_one_output_op_saving_its_output_by_position_gets_a_tuple():
+    keep = OpDef("test_fast_paths_keep0", lambda xp, x: x * 2, saves=(), saves_out=(0,),
+                 vjp=lambda g, outs, x: (arith.mul(g, outs[0]),))
+    x = flow.tensor([1.0, 3.0], requires_grad=True)
+    y = keep(x)
+    assert y.grad_fn.out_saved == (y,) and y.grad_fn.out_versions == (0,)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 6.0])
 
 
 def test_record_fills_every_node_field():
@@ -207,16 +258,16 @@ def test_record_fills_every_node_field():
     y = _cross(h, c)                # keeps h only if c needs a gradient: it does not
     node = y.grad_fn
     assert node.op is _cross and node.attrs == {}
-    assert node.edges == [h.grad_fn, None] and node.edge_nrs == [0, 0]
-    assert node.in_shapes == [(2,), (2,)] and node.in_requires == [True, False]
+    assert list(node.edges) == [h.grad_fn, None] and list(node.edge_nrs) == [0, 0]
+    assert list(node.in_shapes) == [(2,), (2,)]
     assert isinstance(node.saved[0], engine.InputMeta) and node.saved[0].requires_grad
-    assert node.saved[1] is c and node.versions == [None, 0]
+    assert node.saved[1] is c and list(node.versions) == [None, 0]
     assert node.seq > h.grad_fn.seq and node.stack is None and not node.released
     assert node.out_refs[0]() is y and node.out_types is None
     assert node.out_saved is None and node.out_versions is None
     assert y.requires_grad and y._output_nr == 0
     z = y + a                       # a leaf edge
-    assert z.grad_fn.edges == [node, a]
+    assert list(z.grad_fn.edges) == [node, a]
     d = (a / 3)                     # saves_out: the output and its version
     assert d.grad_fn.out_saved is d and d.grad_fn.out_versions == (0,)
 
@@ -252,3 +303,39 @@ def test_diamond_waits_for_every_contribution():
     sum(branches).sum().backward()
     np.testing.assert_allclose(h.grad.numpy(), [6.0, 6.0])
     np.testing.assert_allclose(x.grad.numpy(), 12 * x.detach().numpy())
+
+
+def _expected_inputs(inputs, saves):
+    """What a node keeps of each input, from the Tensor properties: edge, output number, shape,
+    saved tensor or its type, version."""
+    facts = []
+    for i, x in enumerate(inputs):
+        edge = (x if x.grad_fn is None else x.grad_fn) if x.requires_grad else None
+        kept = saves is None or i in saves
+        facts.append((edge, x._output_nr, tuple(x.shape), x if kept else engine.InputMeta(x),
+                      x._version[0] if kept else None))
+    return facts
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("saves", [None, (), (0,), (1,), (0, 1)])
+def test_record_keeps_what_the_properties_say_for_any_number_of_inputs(n, saves):
+    leaf = flow.tensor([[1.0, 2.0]], requires_grad=True)
+    inner = (leaf * 3).split(1, dim=1)[1]   # a non-leaf, output 1 of its node
+    plain = flow.ones(2, 1, dtype=flow.float64)
+    plain.add_(1)                           # at version 1
+    assert inner._output_nr == 1 and plain._version[0] == 1
+    inputs = (inner, plain, leaf)[:n]
+    op = OpDef("test_fast_paths_n", lambda xp, *xs: xs[0] * 1, saves=saves,
+               vjp=lambda g, out, *xs: (g,) + (None,) * (len(xs) - 1))
+    node = op(*inputs).grad_fn
+    got = list(zip(node.edges, node.edge_nrs, node.in_shapes, node.saved, node.versions))
+    for (e, nr, shape, kept, v), (e2, nr2, shape2, kept2, v2) in \
+            zip(got, _expected_inputs(inputs, saves), strict=True):
+        assert e is e2 and nr == nr2 and shape == shape2 and v == v2
+        if isinstance(kept2, engine.InputMeta):
+            assert type(kept) is engine.InputMeta
+            assert (kept.shape, kept.dtype, kept.device, kept.requires_grad) == \
+                (kept2.shape, kept2.dtype, kept2.device, kept2.requires_grad)
+        else:
+            assert kept is kept2
