@@ -121,7 +121,7 @@ def record(op, inputs, attrs, out) -> None:
     node.stack = anomaly.capture_stack() if anomaly.state.enabled else None
     keep = op.saves_out
     if type(out) is not tuple:
-        node.out_refs = [_ref(out)]
+        node.out_refs = (_ref(out),)
         node.out_types = None
         if keep is True:
             node.out_saved = out
@@ -137,7 +137,7 @@ def record(op, inputs, attrs, out) -> None:
             out.requires_grad = True
             out.grad_fn = node
         return
-    node.out_refs = [_ref(o) for o in out]
+    node.out_refs = tuple([_ref(o) for o in out])
     # to zero-fill the gradient of an output that was dropped
     node.out_types = [TensorType(o.shape, o.dtype, o.device) for o in out] \
         if len(out) > 1 else None
@@ -185,7 +185,9 @@ def rebase_inplace(target: Tensor, result: Tensor) -> None:
     target._output_nr = result._output_nr
     target.requires_grad = True
     node = result.grad_fn
-    node.out_refs[result._output_nr] = weakref.ref(target)
+    refs = list(node.out_refs)
+    refs[result._output_nr] = weakref.ref(target)
+    node.out_refs = tuple(refs)
 
 
 def _check_versions(node: Node) -> None:

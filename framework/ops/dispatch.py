@@ -136,7 +136,12 @@ def apply(op, inputs, attrs):
     autograd when gradients are on and an input requires one. Every op call comes through here,
     so this path is kept lean (see tests/eager/test_fast_paths.py for the fast paths' checks)."""
     if op.promote:
-        inputs = _promote(op, inputs)
+        try:  # two eager tensors of one dtype (most calls) need nothing: `_promote` uncalled
+            same = len(inputs) == 2 and inputs[0]._data.dtype is inputs[1]._data.dtype
+        except AttributeError:  # a Python scalar, a traced tensor (no data)
+            same = False
+        if not same:
+            inputs = _promote(op, inputs)
     if AUTOCAST_OPS and op in AUTOCAST_OPS:   # empty outside autocast regions (framework/amp)
         inputs = AUTOCAST_OPS[op](op, inputs)
     interps = state.interpreters

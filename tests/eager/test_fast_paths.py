@@ -125,6 +125,25 @@ def test_a_program_gives_the_same_results_without_the_promotion_fast_path(monkey
         np.testing.assert_array_equal(f.detach().numpy(), s.detach().numpy())
 
 
+def test_apply_skips_promotion_only_for_two_eager_tensors_of_one_dtype(monkeypatch):
+    promoted = []
+
+    def spy(op, inputs):
+        promoted.append(len(inputs))
+        return dispatch._promote_general(op, inputs)
+    monkeypatch.setattr(dispatch, "_promote", spy)
+    x, i = flow.tensor([1.0, 2.0]), flow.tensor([1, 2])
+    odd = flow.Tensor._wrap(np.ones(2, pickle.loads(pickle.dumps(np.dtype("float32")))))
+    for inputs, calls in [((x, x), 0), ((x, odd), 1), ((x, i), 1), ((x, 2.0), 1), ((3, i), 1)]:
+        promoted.clear()
+        out = dispatch.apply(arith.add, inputs, {})
+        assert len(promoted) == calls, inputs
+        expected = dispatch._run_eager(arith.add, dispatch._promote_general(arith.add, inputs),
+                                       {})
+        assert out.dtype is expected.dtype
+        np.testing.assert_array_equal(out.numpy(), expected.numpy())
+
+
 def test_scalar_fast_path_while_tracing_makes_graph_constants():
     class G(flow.nn.Graph):
         def build(self, x, i):
