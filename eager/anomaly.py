@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import traceback
 
 from dualflow.thread_settings import ThreadSettings
@@ -13,6 +14,19 @@ class _State(ThreadSettings):
 
 
 state = _State()
+# Whether anomaly mode may be on in some thread: the process default, or a `detect_anomaly()`
+# block open anywhere. The tape reads this plain global on every op and the per-thread setting
+# (a thread-local read, ~3x dearer) only while it is True.
+possible = False
+_open_blocks = 0
+_lock = threading.Lock()
+
+
+def _count_block(delta: int) -> None:
+    global possible, _open_blocks
+    with _lock:
+        _open_blocks += delta
+        possible = _open_blocks > 0 or _State.enabled
 
 
 def _internal_dirs() -> tuple:
@@ -52,11 +66,13 @@ class detect_anomaly:  # noqa: N801 - PyTorch's name
         self.check_nan = check_nan
 
     def __enter__(self):
+        _count_block(1)
         self._token = state.override("enabled", self.check_nan)
         return self
 
     def __exit__(self, *exc):
         state.restore("enabled", self._token)
+        _count_block(-1)
         return False
 
     def __call__(self, fn):
@@ -69,6 +85,7 @@ class detect_anomaly:  # noqa: N801 - PyTorch's name
 def set_detect_anomaly(mode: bool) -> None:
     """The process default, which every thread outside a `detect_anomaly()` block follows."""
     state.set_default("enabled", bool(mode))
+    _count_block(0)
 
 
 def is_anomaly_enabled() -> bool:

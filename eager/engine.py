@@ -118,7 +118,8 @@ def record(op, inputs, attrs, out) -> None:
         node.in_shapes = in_shapes
     node.released = False
     node.seq = next(_seq)
-    node.stack = anomaly.capture_stack() if anomaly.state.enabled else None
+    node.stack = anomaly.capture_stack() if anomaly.possible and anomaly.state.enabled \
+        else None
     keep = op.saves_out
     if type(out) is not tuple:
         node.out_refs = (_ref(out),)

@@ -332,3 +332,30 @@ def test_detect_anomaly_context_is_per_thread_and_set_detect_anomaly_is_the_defa
     finally:
         flow.autograd.set_detect_anomaly(False)
     assert in_thread(flow.autograd.is_anomaly_enabled) is False
+
+
+def test_ops_record_their_stack_only_in_the_thread_with_anomaly_mode_on():
+    """The tape's process-wide shortcut (`anomaly.possible`) never hides a thread's own setting:
+    while one thread detects anomalies, ops in another record no stack, and after the block
+    (or the default being reset) none do."""
+    from dualflow.eager import anomaly
+    x = flow.ones(2, requires_grad=True)
+
+    def paused_detecting():
+        with flow.autograd.detect_anomaly():
+            paused.checkpoint()
+            return (x * 2).grad_fn.stack
+
+    paused = Paused(paused_detecting)
+    with paused:
+        assert anomaly.possible and (x * 2).grad_fn.stack is None
+    assert paused.result() and "paused_detecting" in "".join(paused.result())
+    assert not anomaly.possible and (x * 2).grad_fn.stack is None
+    flow.autograd.set_detect_anomaly(True)
+    try:
+        assert anomaly.possible and in_thread(lambda: (x * 2).grad_fn.stack)
+        with flow.autograd.detect_anomaly(check_nan=False):   # overrides the default here
+            assert (x * 2).grad_fn.stack is None
+    finally:
+        flow.autograd.set_detect_anomaly(False)
+    assert not anomaly.possible and (x * 2).grad_fn.stack is None
