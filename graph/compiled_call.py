@@ -55,7 +55,6 @@ class CompiledCall(GraphCache):
         self.put(key, entry, [w for w in [plan.failed, *why] if w])
         return out
 
-
     def _alias(self, key, entry) -> None:
         """Make `key` an ordinary hit of an entry compiled with symbols. Aliases make room
         silently (the entry itself stays in `dynamic.entries`), so a loop over many lengths

@@ -42,9 +42,7 @@ class Node:
     def pure(self) -> bool:
         """The op is pure and so is every node of its regions (a cond whose branch draws random
         numbers is not): what DCE, CSE, folding and the forward/backward split ask."""
-        if not self.op.pure:
-            return False
-        return all(m.pure for r in self.regions() for m in r.graph.nodes)
+        return self.op.pure and all(r.pure for r in self.regions())
 
     def returns_tuple(self) -> bool:
         """Whether the kernel returns a tuple: several outputs, or an op whose output count

@@ -14,6 +14,8 @@ VJP can differentiate a branch by recording it), and `unflatten` rebuilds the fu
 """
 from __future__ import annotations
 
+import functools
+
 from dualflow.ops import dispatch
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
@@ -35,6 +37,12 @@ class Region:
     @property
     def name(self) -> str:
         return self.graph.name
+
+    @functools.cached_property
+    def pure(self) -> bool:
+        """Every node pure (nested regions too); asked once: a region is not changed after
+        its trace (passes work on copies)."""
+        return all(n.pure for n in self.graph.nodes)
 
     @property
     def out_types(self) -> tuple:

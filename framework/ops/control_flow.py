@@ -18,7 +18,10 @@ from ..grad_mode import enable_grad
 from ..tensor import Tensor
 from ..utils.pytree import flatten, unflatten
 from . import dispatch
+from .compare import logical_and, lt
+from .join import stack
 from .opdef import TensorType, defop
+from .shape import unbind
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -454,8 +457,7 @@ def scan(combine_fn, init, xs, dim: int = 0, reverse: bool = False):
     out = scan_op(*init_leaves, *xs_leaves, *captures, body=region, n_carry=n_c,
                   n_xs=len(xs_leaves), dim=d, reverse=bool(reverse), length=length)
     out = list(_as_tuple(out))
-    whole = region.unflatten(out[:n_c] + out[n_c:])
-    return unflatten(init_tree, out[:n_c]), whole[-1]
+    return unflatten(init_tree, out[:n_c]), region.unflatten(out)[-1]
 
 
 def _split_step(res):
@@ -465,8 +467,6 @@ def _split_step(res):
 
 
 def _scan_eager(combine_fn, init, xs_leaves, xs_tree, d: int, reverse: bool, length: int):
-    from .join import stack
-    from .shape import unbind
     slices = [unbind(v, d) for v in xs_leaves]
     carry, ys, y_tree = init, [], None
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
@@ -500,7 +500,6 @@ def fori_loop(lower, upper, body_fn, init):
         hi = upper if isinstance(upper, Tensor) else make(upper, dtype=lo.dtype)
         if _tracer() is None:
             return _fori_eager(int(lo.item()), int(hi.item()), body_fn, init, lo.dtype)
-        from .compare import lt
         _, val = while_loop(lambda i, v: lt(i, hi), lambda i, v: (i + 1, body_fn(i, v)),
                             (lo, init))
         return val
@@ -520,11 +519,6 @@ def _fori_eager(lower: int, upper: int, body_fn, init, dtype):
     for i in range(lower, upper):
         val = body_fn(tensor(i, dtype=dtype), val)
     return val
-
-
-def logical_and(a, b):
-    from .compare import logical_and as land
-    return land(a, b)
 
 
 EXPORTS = {"cond": cond, "while_loop": while_loop, "scan": scan, "fori_loop": fori_loop}

@@ -10,7 +10,7 @@ import pytest
 
 import dualflow as flow
 import dualflow.nn.functional as F
-from tests.ops.test_registry import RETYPABLE_CASES, _eager_run, _graph_run
+from tests.ops.test_registry import RETYPABLE_CASES, eager_and_graph
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -117,12 +117,7 @@ def test_compiled_graph_matches_eager_bit_for_bit(name, sample, dtype):
     """Every registry sample in float16/bfloat16: a compiled graph binds the sums' plans and
     the widened kernels, so values and gradients equal eager's bit for bit."""
     arrays = tuple(a.astype(dtype) if a.dtype.kind == "f" else a for a in sample.inputs)
-    with_grads = flow.ops.opdef.REGISTRY[name].vjp is not None and sample.grad
-    flow.manual_seed(11)
-    expect = _eager_run(name, arrays, sample.attrs, with_grads)
-    flow.manual_seed(11)
-    got = _graph_run(name, arrays, sample.attrs, with_grads)
-    assert len(got) == len(expect)
+    got, expect = eager_and_graph(name, arrays, sample)
     for g, e in zip(got, expect):
         g = np.asarray(g)
         assert g.dtype == e.dtype

@@ -217,12 +217,18 @@ def _eager_run(name, arrays, attrs, with_grads):
 def test_graph_mode_matches_eager(name, sample):
     """The same op traced and compiled gives eager's values and gradients bit for bit (random
     ops draw the same numbers from the same seed)."""
-    arrays = _as_dtype(sample.inputs, np.float64)
+    got, expect = eager_and_graph(name, _as_dtype(sample.inputs, np.float64), sample)
+    for g, e in zip(got, expect):
+        np.testing.assert_array_equal(np.asarray(g), e)
+
+
+def eager_and_graph(name, arrays, sample) -> tuple:
+    """(compiled results, eager results) of the op on `arrays`, with gradients when the sample
+    has them; random ops draw from the same seed in both."""
     with_grads = REGISTRY[name].vjp is not None and sample.grad
     flow.manual_seed(11)
     expect = _eager_run(name, arrays, sample.attrs, with_grads)
     flow.manual_seed(11)
     got = _graph_run(name, arrays, sample.attrs, with_grads)
     assert len(got) == len(expect)
-    for g, e in zip(got, expect):
-        np.testing.assert_array_equal(np.asarray(g), e)
+    return got, expect
