@@ -26,6 +26,7 @@ import weakref
 import numpy as np
 
 from dualflow.utils.pytree import flatten_args
+
 from .symbolic import ShapeEnv, recording
 from .symbolic_exec import UnboundSymbols
 

@@ -11,10 +11,10 @@ from dualflow.ops import dispatch
 from dualflow.ops.layout import strides_of
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
+from dualflow.utils.pytree import flatten
 
 from .dynamic import take_pending
 from .ir import Graph
-from dualflow.utils.pytree import flatten
 from .retrace import describe_leaf_change
 from .symbolic import SymInt, active_env
 from .tracer import TraceError, TracedTensor, Tracer
