@@ -57,12 +57,13 @@ class Region:
         overwrite: an output that is an input, a constant or a view of one (a branch returning
         its operand, a zero gradient) or read-only (a broadcast constant) is copied, since the
         enclosing graph's memory planner may write into a result once it dies."""
-        exe = self._compiled.get(xp)
-        if exe is None:
-            exe = self._compiled[xp] = _compile(self.graph, xp)
-            exe.const_arrays = [v.ref for v in exe.graph.consts]
+        compiled = self._compiled.get(xp)
+        if compiled is None:
+            exe = _compile(self.graph, xp)
+            compiled = self._compiled[xp] = (exe, [v.ref for v in exe.graph.consts])
+        exe, consts = compiled
         outs = exe(list(arrays))
-        guarded = list(arrays) + exe.const_arrays
+        guarded = list(arrays) + consts
         return [xp.array(o, copy=True) if not _writeable(o) or any(
             xp.may_share_memory(o, a) for a in guarded) else o for o in outs]
 
