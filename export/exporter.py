@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 from dualflow.ops.opdef import not_exportable
 
 from .context import LoweringContext, onnx_dtype
+from .dead_rows import drop_dead_row_test
 from .dims import is_static
 from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
@@ -268,6 +269,7 @@ class Exporter:
             self.nodes = layer_normalization(self.nodes, self.initializers, output_names,
                                              shape_of, self.const)
         self.nodes = softmax_of_kept_rows(self.nodes, self.initializers, output_names, shape_of)
+        self.nodes = drop_dead_row_test(self.nodes, self.initializers, output_names, shape_of)
         self.nodes = global_average_pool(self.nodes, self.initializers, output_names,
                                          self._rank_of())
         drop_trailing_empty_outputs(self.nodes)

@@ -135,6 +135,12 @@ def fuse_bias(nodes: list, initializers: list, outputs: list, new_const) -> list
         else:  # readers of the sum read the fused node's own name (Conv_1, not Add_4)
             renamed[add.output[0]] = out
         dropped.add(id(add))
+    return _without(nodes, dropped, renamed)
+
+
+def _without(nodes: list, dropped: set, renamed: dict) -> list:
+    """The nodes but those whose id() is in `dropped`, reading `renamed[name]` for each name
+    in `renamed` (a subgraph reads outer values through an Identity here: export/subgraphs.py)."""
     kept = [n for n in nodes if id(n) not in dropped]
     for n in kept:
         for i, name in enumerate(n.input):

@@ -121,7 +121,7 @@ def test_causal_attention_softmax_reads_the_masked_scores_directly():
     model = Fn(_attention, qkv=nn.Linear(8, 24))
     proto = check_model_matches(model, (flow.randn(2, 5, 8),), 17,
                                 dynamic_axes={"input_0": {0: "batch"}})
-    assert _op_types(proto).count("Where") == 2     # the mask, the safe softmax's zero rows
+    assert _op_types(proto).count("Where") == 1     # the mask's: no row of it is all masked
     assert _inner_softmax_input(proto) == "Where"   # the mask's Where, not a second safe one
     producer = {o: n for n in proto.graph.node for o in n.output}
     mask_where = producer[[n for n in proto.graph.node if n.op_type == "Softmax"][0].input[0]]
