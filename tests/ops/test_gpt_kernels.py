@@ -1,0 +1,78 @@
+"""Kernels on the GPT workload's hot path: causal attention without the dead-row test, and
+float32 erf evaluated in chunks. Checked against float64 NumPy formulas, math.erf and (where
+installed) PyTorch, in eager mode and in a compiled nn.Graph."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dualflow as flow
+from dualflow import nn
+from dualflow.nn import functional as F
+from dualflow.ops import unary
+
+
+def _causal_reference(q, k, v):
+    """softmax(q k^T / sqrt(E) + top-left causal mask) v in float64."""
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+class _Attend(nn.Graph):
+    def build(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+@pytest.mark.parametrize("lengths", [(5, 5), (3, 6), (6, 3)])
+def test_causal_attention_matches_float64_formula_in_eager_and_graph(lengths):
+    rng = np.random.default_rng(0)
+    (l, s), e = lengths, 4
+    q, k, v = (rng.standard_normal(shape) for shape in ((2, 3, l, e), (2, 3, s, e), (2, 3, s, 5)))
+    ref = _causal_reference(q, k, v)
+    args = [flow.tensor(a.astype(np.float32)) for a in (q, k, v)]
+    eager = F.scaled_dot_product_attention(*args, is_causal=True).numpy()
+    graph = _Attend()(*args).numpy()
+    np.testing.assert_allclose(eager, ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(graph, eager)
+
+
+def test_causal_attention_compiles_without_the_dead_row_test():
+    """Causal rows always keep their first key, so no `all`/`eq` pass over the scores."""
+    q = flow.randn(1, 2, 4, 8)
+    graph = _Attend()
+    graph(q, q, q)
+    ops = {node.op.name for node in graph._cache.newest.exe.graph.nodes}
+    assert "softmax" in ops and not ops & {"all", "eq", "where"}
+
+
+def test_causal_attention_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal((2, 2, 6, 4)) for _ in range(3)]
+    ours = [flow.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    w = rng.standard_normal((2, 2, 6, 4))
+    (F.scaled_dot_product_attention(*ours, is_causal=True) * flow.tensor(w)).sum().backward()
+    (torch.nn.functional.scaled_dot_product_attention(*theirs, is_causal=True)
+     * torch.tensor(w)).sum().backward()
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_float32_erf_does_not_depend_on_the_chunking():
+    """Sizes around the chunk length give each element the value it has on its own."""
+    rng = np.random.default_rng(2)
+    chunk = unary._ERF32_CHUNK
+    x = (rng.standard_normal(3 * chunk + 5) * 2.5).astype(np.float32)
+    whole = unary._erf_kernel(np, x)
+    one_by_one = np.concatenate([unary._erf_kernel(np, x[i:i + 7]) for i in range(0, x.size, 7)])
+    np.testing.assert_array_equal(whole, one_by_one)
+    truth = np.array([math.erf(float(a)) for a in x])
+    assert np.max(np.abs(whole - truth) / np.maximum(np.abs(truth), 1e-30)) <= 2e-7
+    strided = unary._erf_kernel(np, x[:2 * chunk].reshape(2, chunk).T)
+    np.testing.assert_array_equal(strided, whole[:2 * chunk].reshape(2, chunk).T)
+    assert unary._erf_kernel(np, np.zeros((0, 3), np.float32)).shape == (0, 3)
