@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..grad_mode import enable_grad, is_grad_enabled
-from . import rnn_math
+from . import rnn_lstm_forward, rnn_math
 from .opdef import TensorType, defop, not_exportable
 from .rnn_math import ArrayMath, TensorMath
 from .rules import ShapeError
@@ -61,7 +61,7 @@ def _rnn_attrs(attrs: dict) -> dict:
     return {"activations": ["Tanh" if attrs["nonlinearity"] == "tanh" else "Relu"]}
 
 
-_LSTM = _Cell("lstm", 4, 2, 5, rnn_math.lstm_forward, rnn_math.lstm_backward,
+_LSTM = _Cell("lstm", 4, 2, 5, rnn_lstm_forward.lstm_forward, rnn_math.lstm_backward,
               "LSTM", (0, 3, 1, 2), lambda attrs: {})            # ONNX gate order i, o, f, c
 _GRU = _Cell("gru", 3, 1, 4, rnn_math.gru_forward, rnn_math.gru_backward,
              "GRU", (1, 0, 2), lambda attrs: {"linear_before_reset": 1})   # z, r, h

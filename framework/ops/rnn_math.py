@@ -2,6 +2,8 @@
 once over a small set of primitives so that it runs on arrays inside the kernels of
 `ops/rnn.py` (`ArrayMath`: NumPy or CuPy, one recorded op per layer) and on tensors
 (`TensorMath`: dualflow ops, which autograd differentiates: the backward ops' own VJP).
+Forwards only ever run on arrays; the LSTM's, the one that matters for speed, is written on the
+arrays directly in `rnn_lstm_forward.py` (the same arithmetic, without a step's allocations).
 
 Gate orders are PyTorch's: LSTM i, f, g, o; GRU r, z, n. Shapes: x (T, B, I), states (B, H),
 w_ih (G·H, I), w_hh (G·H, H), outputs y (T, B, H). `reverse` runs the sequence from its end.
@@ -49,12 +51,6 @@ class ArrayMath:
 
     def positive(self, x):
         return (x > 0).astype(x.dtype)
-
-    def lstm_act(self, pre, H: int):
-        """sigmoid of the i, f, o gates and tanh of g, side by side as in `pre`."""
-        act = self.sigmoid(pre)
-        self.xp.tanh(pre[:, 2 * H:3 * H], out=act[:, 2 * H:3 * H])
-        return act
 
     def cat(self, parts, axis: int):
         return self.xp.concatenate(parts, axis)
@@ -143,10 +139,6 @@ class TensorMath:
     def positive(x):
         return (x > 0).to(x.dtype)
 
-    def lstm_act(self, pre, H: int):
-        return self.cat([self.sigmoid(pre[:, :2 * H]), self.tanh(pre[:, 2 * H:3 * H]),
-                         self.sigmoid(pre[:, 3 * H:])], 1)
-
     @staticmethod
     def cat(parts, axis: int):
         return cat(parts, axis)
@@ -187,7 +179,7 @@ class TensorMath:
 
 
 # ---- helpers shared by the cells -----------------------------------------------------------------
-def _steps(T: int, reverse: bool, backward: bool = False) -> range:
+def steps(T: int, reverse: bool, backward: bool = False) -> range:
     """The time steps in the order the forward runs them (or the backward, its opposite)."""
     order = range(T - 1, -1, -1) if reverse else range(T)
     return order[::-1] if backward else order
@@ -205,11 +197,12 @@ def _prev_all(m, y, h0, reverse: bool):
     return m.cat([y[1:], first] if reverse else [first, y[:-1]], 0)
 
 
-def _project(m, x, w, bias):
-    """x (T, B, I) @ wᵀ (+ bias): the input projection of every step, one GEMM."""
+def project(m, x, w, bias):
+    """x (T, B, I) @ wᵀ (+ bias): the input projection of every step, one GEMM (arrays only:
+    the bias is added in place)."""
     p = m.dot_t(m.flat(x), w)
     if bias is not None:
-        p = p + bias
+        p += bias
     return p.reshape(x.shape[0], x.shape[1], w.shape[0])
 
 
@@ -230,23 +223,9 @@ def _input_grads(m, dgates, x, w_ih, prev, dgates_h=None):
 # final states..., saved or None); backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse,
 # **attrs) with grads = (gy, one per final state, gsaved if the cell saves) -> (gx, one per state,
 # gw_ih, gw_hh, gb_ih, gb_hh) ---------------------------------------------------------------------
-def _bias(b_ih, b_hh):
+def bias_sum(b_ih, b_hh):
+    """The two biases as the one a forward adds (None without biases)."""
     return None if b_ih is None else b_ih + b_hh
-
-
-def lstm_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool):
-    (h, c), T, H = states, x.shape[0], states[0].shape[-1]
-    xw = _project(m, x, w_ih, _bias(b_ih, b_hh))
-    ys, saved = m.rows(T), m.rows(T)
-    for t in _steps(T, reverse):
-        act = m.lstm_act(xw[t] + m.dot_t(h, w_hh), H)
-        i, f, g, o = (_piece(act, k, H) for k in range(4))
-        c = f * c + i * g
-        h = o * m.tanh(c)
-        m.set_row(ys, t, [h])
-        if save:
-            m.set_row(saved, t, [act, c])
-    return m.collect(ys), h, c, (m.collect(saved) if save else None)
 
 
 def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
@@ -255,7 +234,7 @@ def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
     dh = m.zeros_like(h0) if dh is None else dh
     dc = m.zeros_like(c0) if dc is None else dc
     dgates = m.rows(T)
-    for t in _steps(T, reverse, backward=True):
+    for t in steps(T, reverse, backward=True):
         i, f, g, o, c = (_piece(saved[t], k, H) for k in range(5))
         prev = _prev(saved, None, t, reverse)
         c_prev = c0 if prev is None else _piece(prev, 4, H)
@@ -280,9 +259,9 @@ def lstm_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
 
 def gru_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool):
     (h,), T, H = states, x.shape[0], states[0].shape[-1]
-    xw = _project(m, x, w_ih, b_ih)
+    xw = project(m, x, w_ih, b_ih)
     ys, saved = m.rows(T), m.rows(T)
-    for t in _steps(T, reverse):
+    for t in steps(T, reverse):
         hw = m.dot_t(h, w_hh)
         if b_hh is not None:
             hw = hw + b_hh
@@ -301,7 +280,7 @@ def gru_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool):
     T, H = x.shape[0], h0.shape[-1]
     dh = m.zeros_like(h0) if dh is None else dh
     dx_gates, dh_gates = m.rows(T), m.rows(T)
-    for t in _steps(T, reverse, backward=True):
+    for t in steps(T, reverse, backward=True):
         r, z, n, hn = (_piece(saved[t], k, H) for k in range(4))
         h_prev = _prev(y, h0, t, reverse)
         gs = None if gsaved is None else gsaved[t]
@@ -327,9 +306,9 @@ def rnn_forward(m, x, states, w_ih, w_hh, b_ih, b_hh, reverse: bool, save: bool,
     """Elman RNN, tanh or relu; nothing to save (backward reads the activation off y)."""
     act = m.tanh if nonlinearity == "tanh" else m.relu
     (h,), T = states, x.shape[0]
-    xw = _project(m, x, w_ih, _bias(b_ih, b_hh))
+    xw = project(m, x, w_ih, bias_sum(b_ih, b_hh))
     ys = m.rows(T)
-    for t in _steps(T, reverse):
+    for t in steps(T, reverse):
         h = act(xw[t] + m.dot_t(h, w_hh))
         m.set_row(ys, t, [h])
     return m.collect(ys), h, None
@@ -339,7 +318,7 @@ def rnn_backward(m, grads, x, states, w_ih, w_hh, y, saved, reverse: bool, nonli
     (gy, dh), (h0,), T = grads, states, x.shape[0]
     dh = m.zeros_like(h0) if dh is None else dh
     dgates = m.rows(T)
-    for t in _steps(T, reverse, backward=True):
+    for t in steps(T, reverse, backward=True):
         if gy is not None:
             dh = dh + gy[t]
         h = y[t]
