@@ -15,6 +15,7 @@ from typing import Callable
 
 from .cache import GraphCache
 from .dynamic import DynamicShapes
+from .heap import keep_freed_heap
 
 
 class CompiledCall(GraphCache):
@@ -43,6 +44,7 @@ class CompiledCall(GraphCache):
                 out = warm_up()
                 self.warmed.add(key)
                 return out
+            keep_freed_heap()
             entry, saved = self.dynamic.compile(plan, compile, saved, snapshot)
             out = entry.run(*run_args)
         except BaseException:

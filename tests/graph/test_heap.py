@@ -1,0 +1,53 @@
+"""A compiled step reuses the C heap's memory instead of page-faulting fresh pages every call
+(graph/heap.py). Each case runs in its own process: the setting is process-wide."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+_STEP = """
+import resource, numpy as np, dualflow as flow
+from dualflow import nn
+from dualflow.graph import heap
+
+class Step(nn.Graph):   # a training step: activations of 128-512 KiB, freed at varied times
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(128, 512), nn.GELU(), nn.Linear(512, 512), nn.GELU(),
+                                 nn.Linear(512, 128))
+        self.add_optimizer(flow.optim.SGD(self.net.parameters(), lr=0.01, momentum=0.9))
+    def build(self, x):
+        loss = self.net(x).square().mean()
+        loss.backward()
+        return loss
+
+step, x = Step(), flow.randn(256, 128)
+for _ in range(3):
+    step(x)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    step(x)
+faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
+print(heap.keep_freed_heap(), faults)
+"""
+
+
+def _run(env_value: str | None) -> tuple:
+    env = dict(os.environ)
+    env.pop("DUALFLOW_KEEP_HEAP", None)
+    if env_value is not None:
+        env["DUALFLOW_KEEP_HEAP"] = env_value
+    out = subprocess.run([sys.executable, "-c", _STEP], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    return out[0] == "True", float(out[1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds")
+def test_compiled_step_keeps_its_heap_and_stops_page_faulting():
+    kept, faults = _run(None)
+    assert kept and faults < 20
+    kept, faults = _run("0")   # opted out: malloc as it was, and the fresh pages show up
+    assert not kept and faults > 200
