@@ -13,7 +13,9 @@ import warnings
 
 import numpy as np
 
+from .. import dtype as dt
 from .arith import mul, sub
+from .batch_norm import batch_norm_train
 from .opdef import defop
 from .precision import in_float32, widened
 from .reduce import mean, sum_fn
@@ -190,15 +192,19 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if count <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                          f"got input size {tuple(input.shape)}")
-    dims = (0,) + tuple(range(2, input.ndim))
-    y, mu, var = _normalize(input, dims, eps)
+    if weight is not None and bias is not None and input.dtype in (dt.float32, dt.float64) \
+            and weight.dtype is input.dtype and bias.dtype is input.dtype:
+        y, mu, var = batch_norm_train(input, weight, bias, eps=float(eps))
+    else:  # no affine parameters, or a low-precision input: the composite
+        y, mu, var = _normalize(input, (0,) + tuple(range(2, input.ndim)), eps)
+        y = affine(y, weight, bias, shape)
     with no_grad():
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(reshape(mu, (c,)) * momentum)
         if running_var is not None:
             running_var.mul_(1 - momentum).add_(reshape(var, (c,)) * (momentum * count /
                                                                        (count - 1)))
-    return affine(y, weight, bias, shape)
+    return y
 
 
 @in_float32

@@ -44,8 +44,10 @@ def test_checkpointing_gives_identical_results(name):
     assert losses == ref_losses
     for k in ref_state:
         np.testing.assert_array_equal(state[k], ref_state[k])
-    # the block's forward is recomputed in the backward graph, but random masks are drawn once
-    assert any(n.grad_enabled for n in ckpt.bwd.graph.nodes)
+    # the block's forward is recomputed in the backward graph, but random masks are drawn once;
+    # BatchNorm's one-op VJP (ops/batch_norm.py) reads only its input and batch statistics,
+    # which the running-stat update keeps anyway: nothing of the CNN's block is recomputed
+    assert any(n.grad_enabled for n in ckpt.bwd.graph.nodes) == (name == "transformer")
     assert not any(n.grad_enabled for n in plain.bwd.graph.nodes)
     assert _count(ckpt, "bernoulli_mask") == _count(plain, "bernoulli_mask")
     assert not any(n.op.name == "bernoulli_mask" for n in ckpt.bwd.graph.nodes)

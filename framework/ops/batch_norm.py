@@ -1,0 +1,114 @@
+"""Training-mode batch normalisation as one op, `batch_norm_train`, with a closed-form VJP.
+
+The composite (mean, centre, square, mean, rsqrt, scale, shift) is ~10 ops forward and ~25 nodes
+on the tape; eager mode pays each one's dispatch, and backward walks them all. One op does the
+forward in a few passes over the activation (the per-channel sums are products with ones,
+ops/sums.py) and its VJP is the textbook closed form with two per-channel reductions:
+
+    xhat = (x - mean) * rstd
+    dx = (g - (sum(g) + xhat * sum(g * xhat)) / count) * weight * rstd
+    dweight = sum(g * xhat), dbias = sum(g)
+
+written with ops, so it differentiates again and fuses in compiled graphs. The op's extra
+outputs, the batch mean and biased variance per channel, feed the running statistics (updated
+under no_grad by `normalization.batch_norm`) and carry no gradient.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .arith import add, div, mul, sub
+from .core import broadcast_to
+from .opdef import TensorType, defop
+from .reduce import sum_fn
+from .rules import ShapeError
+from .shape import reshape
+from .sums import float_sum
+from .unary import rsqrt
+
+
+def reduced_axes(ndim: int) -> tuple:
+    """Every axis but the channel axis 1: what BatchNorm's statistics sum over."""
+    return (0,) + tuple(range(2, ndim))
+
+
+def _per_channel(t, ndim: int):
+    """A (C,) tensor reshaped to (1, C, 1, ...) against an ndim-d (N, C, *) input."""
+    return reshape(t, (1, t.shape[0]) + (1,) * (ndim - 2))
+
+
+def _batch_norm_train_kernel(xp, x, weight, bias, eps):
+    axes, shape = reduced_axes(x.ndim), (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    count = x.size // x.shape[1]
+    mean = float_sum(xp, x, axes, True) / count
+    centered = x - mean
+    squares = xp.multiply(centered, centered)
+    var = float_sum(xp, squares, axes, True) / count
+    scale = weight.reshape(shape) / xp.sqrt(var + eps)
+    y = xp.multiply(centered, scale, out=squares)
+    y += bias.reshape(shape)
+    return y, mean.reshape(-1), var.reshape(-1)
+
+
+def _batch_norm_train_infer(x, weight, bias, eps):
+    if x.ndim < 2 or not x.dtype.is_floating_point:
+        raise ShapeError(f"batch_norm_train: expected a floating-point input of shape (N, C, *), "
+                         f"got {x}")
+    c = x.shape[1]
+    for name, t in (("weight", weight), ("bias", bias)):
+        if tuple(t.shape) != (c,) or t.dtype is not x.dtype:
+            raise ShapeError(f"batch_norm_train: {name} {t} must have shape ({c},) and the "
+                             f"input's dtype for input {x}")
+    if c == 0 or x.numel() // c <= 1:
+        raise ShapeError(f"batch_norm_train: expected more than 1 value per channel, got input "
+                         f"{x}")
+    stats = TensorType((c,), x.dtype, x.device)
+    return TensorType(tuple(x.shape), x.dtype, x.device), stats, stats
+
+
+def _batch_norm_train_vjp(grads, outs, x, weight, bias, eps):
+    """The closed form above for y's gradient; the statistics' gradients (None in a training
+    step, `sparse_grads`) add g_mean / count and g_var * 2 (x - mean) / count to x's."""
+    g, g_mean, g_var = grads
+    _, mean, var = outs
+    nd, count = x.ndim, x.numel() // x.shape[1]
+    centered = sub(x, _per_channel(mean, nd))
+    gx = gweight = gbias = None
+    if g is not None:
+        rstd = rsqrt(add(var, eps))
+        xhat = mul(centered, _per_channel(rstd, nd))
+        gbias = sum_fn(g, reduced_axes(nd))
+        gweight = sum_fn(mul(g, xhat), reduced_axes(nd))
+        if x.requires_grad:
+            correction = add(mul(xhat, _per_channel(div(gweight, count), nd)),
+                             _per_channel(div(gbias, count), nd))
+            gx = mul(sub(g, correction), _per_channel(mul(weight, rstd), nd))
+    if x.requires_grad:
+        if g_var is not None:
+            term = mul(centered, _per_channel(mul(g_var, 2 / count), nd))
+            gx = term if gx is None else add(gx, term)
+        if g_mean is not None:
+            term = _per_channel(div(g_mean, count), nd)
+            gx = broadcast_to(term, shape=tuple(x.shape)) if gx is None else add(gx, term)
+    return (gx, gweight if weight.requires_grad else None,
+            gbias if bias.requires_grad else None)
+
+
+def _lower_batch_norm_train(ctx, node):
+    """ONNX BatchNormalization in training mode with momentum 0: its 'running' outputs are then
+    the batch mean and biased variance (the running statistics are updated by separate nodes)."""
+    ctx.require_opset(14, "BatchNormalization's training mode")
+    x_type = node.inputs[0].type
+    c, np_dtype = x_type.shape[1], x_type.dtype.np
+    zeros, ones = ctx.const(np.zeros(c, np_dtype)), ctx.const(np.ones(c, np_dtype))
+    return tuple(ctx.emit(
+        "BatchNormalization", ctx.inputs(node) + [zeros, ones], outputs=3, training_mode=1,
+        momentum=0.0, epsilon=float(node.attrs["eps"])))
+
+
+# (normalised and affine-transformed x, batch mean per channel, biased batch variance per
+# channel) over (N, *): BatchNorm's training forward.
+batch_norm_train = defop(
+    "batch_norm_train", _batch_norm_train_kernel, _batch_norm_train_infer, _batch_norm_train_vjp,
+    saves=(0, 1), saves_out=(1, 2), num_outputs=3, sparse_grads=True,
+    onnx=_lower_batch_norm_train, amp="float32")
