@@ -20,8 +20,8 @@ from .shape import reshape
 
 
 def _max_pool2d_kernel(xp, x, kernel_size, stride, padding, dilation):
-    if _tiles(x, kernel_size, stride, padding, dilation):
-        return _tiled_max_pool2d(xp, x, kernel_size)
+    if _by_taps(x):
+        return _max_pool2d_taps(xp, x, kernel_size, stride, padding, dilation)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (dh, dw) = kernel_size, stride, dilation
     low = -xp.inf if dt.is_float_array(x) else xp.iinfo(x.dtype).min
@@ -35,23 +35,29 @@ def _max_pool2d_kernel(xp, x, kernel_size, stride, padding, dilation):
     return values, (rows * w + cols).astype(xp.int64)
 
 
-def _tiles(x, kernel_size, stride, padding, dilation) -> bool:
-    """Whether the windows tile the input without overlap or padding (MaxPool2d(k) and alike)."""
-    return (tuple(stride) == tuple(kernel_size) and dilation == (1, 1) and
-            padding == ((0, 0), (0, 0)) and x.dtype.kind in "fiu")
+def _by_taps(x) -> bool:
+    """Whether the tap kernel below handles x's dtype (the general one takes any other)."""
+    return x.dtype.kind in "fiu"
 
 
-def _tiled_max_pool2d(xp, x, kernel_size):
-    """The general kernel's result for non-overlapping windows, from kh*kw strided taps.
+def _max_pool2d_taps(xp, x, kernel_size, stride, padding, dilation):
+    """The general kernel's result from kh*kw strided taps of the (padded) input.
 
-    Elementwise work on (N, C, Ho, Wo) views instead of gathering every window: the maxima are a
+    Elementwise work on (N, C, Ho, Wo) views instead of copying every window and scanning it
+    for its argmax (ResNet-18's 3x3/2 stem pool at batch 8: ~4x less time): the maxima are a
     running `maximum` (NaN propagates, as in the general kernel), and each window's first tap
     equal to its maximum (or the first NaN) is counted as the number of taps before it that
-    differ from it.
+    differ from it. Its plane index is the window's corner plus the tap's offset.
     """
-    (kh, kw), w = kernel_size, x.shape[3]
-    ho, wo = x.shape[2] // kh, x.shape[3] // kw
-    taps = [x[:, :, i:ho * kh:kh, j:wo * kw:kw] for i in range(kh) for j in range(kw)]
+    (kh, kw), (sh, sw), (dh, dw), ((pt, pb), (pl, pr)) = kernel_size, stride, dilation, padding
+    w = x.shape[3]
+    if pt or pb or pl or pr:
+        low = -xp.inf if dt.is_float_array(x) else xp.iinfo(x.dtype).min
+        x = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=low)
+    ho, wo = (window_count(size, k, s, (0, 0), d) for size, k, s, d in
+              zip(x.shape[2:], kernel_size, stride, dilation))
+    taps = [x[:, :, i * dh:i * dh + (ho - 1) * sh + 1:sh, j * dw:j * dw + (wo - 1) * sw + 1:sw]
+            for i in range(kh) for j in range(kw)]
     values = taps[0].copy()
     for tap in taps[1:]:
         xp.maximum(values, tap, out=values)
@@ -65,8 +71,10 @@ def _tiled_max_pool2d(xp, x, kernel_size):
         unmatched = differs if unmatched is None else xp.logical_and(unmatched, differs,
                                                                       out=unmatched)
         first += unmatched.view(xp.uint8)
-    offsets = xp.asarray([i * w + j for i in range(kh) for j in range(kw)], dtype=xp.int64)
-    corners = (xp.arange(ho, dtype=xp.int64) * (kh * w))[:, None] + xp.arange(wo) * kw
+    offsets = xp.asarray([i * dh * w + j * dw for i in range(kh) for j in range(kw)],
+                         dtype=xp.int64)
+    corners = (xp.arange(ho, dtype=xp.int64) * sh - pt)[:, None] * w + \
+        (xp.arange(wo, dtype=xp.int64) * sw - pl)
     indices = offsets.take(first)
     indices += corners
     return values, indices

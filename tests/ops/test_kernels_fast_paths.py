@@ -15,18 +15,26 @@ from dualflow.ops.constants import zeros_view
 NO_PAD = ((0, 0), (0, 0))
 
 
-def _pool_both(x, k):
-    """(fast, general) results of max_pool2d's kernel with stride == kernel_size."""
-    attrs = dict(kernel_size=k, stride=k, padding=NO_PAD, dilation=(1, 1))
-    assert pool._tiles(x, **attrs)
+def _pool_both(x, k, stride=None, padding=NO_PAD, dilation=(1, 1)):
+    """(tap kernel, general window-argmax kernel) results of max_pool2d."""
+    attrs = dict(kernel_size=k, stride=stride or k, padding=padding, dilation=dilation)
+    assert pool._by_taps(x)
     fast = pool._max_pool2d_kernel(np, x, **attrs)
-    original = pool._tiles
-    pool._tiles = lambda *a: False
+    original = pool._by_taps
+    pool._by_taps = lambda *a: False
     try:
         general = pool._max_pool2d_kernel(np, x, **attrs)
     finally:
-        pool._tiles = original
+        pool._by_taps = original
     return fast, general
+
+
+def _ties_and_nans(shape, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2, 3, size=shape).astype(dtype)  # many ties: first position must win
+    if dtype != "int32" and x.size:
+        x.reshape(-1)[rng.choice(x.size, size=max(1, x.size // 7), replace=False)] = np.nan
+    return x
 
 
 @pytest.mark.parametrize("shape, k", [((2, 3, 8, 8), (2, 2)), ((1, 2, 7, 9), (2, 3)),
@@ -34,14 +42,24 @@ def _pool_both(x, k):
                                       ((0, 2, 4, 4), (2, 2))])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
 def test_tiled_max_pool_matches_general_kernel_with_ties_and_nans(shape, k, dtype):
-    rng = np.random.default_rng(0)
-    x = rng.integers(-2, 3, size=shape).astype(dtype)  # many ties: first position must win
-    if dtype != "int32" and x.size:
-        x.reshape(-1)[rng.choice(x.size, size=max(1, x.size // 7), replace=False)] = np.nan
-    (fv, fi), (gv, gi) = _pool_both(x, k)
+    (fv, fi), (gv, gi) = _pool_both(_ties_and_nans(shape, dtype), k)
     assert fv.shape == gv.shape and fi.dtype == gi.dtype == np.int64
     np.testing.assert_array_equal(fi, gi)
     np.testing.assert_array_equal(fv, gv)  # NaNs compare equal here
+
+
+@pytest.mark.parametrize("shape, k, stride, padding, dilation", [
+    ((2, 3, 9, 8), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1)),       # ResNet's stem pool
+    ((1, 2, 7, 9), (2, 3), (1, 2), ((1, 1), (0, 1)), (2, 1)),       # dilated, uneven pads
+    ((1, 1, 5, 5), (3, 3), (2, 2), ((1, 2), (1, 2)), (1, 1)),       # ceil mode's extra pad
+    ((2, 2, 6, 7), (3, 2), (1, 1), NO_PAD, (1, 2))])                # overlapping, no pad
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_overlapping_padded_max_pool_matches_general_kernel(shape, k, stride, padding, dilation,
+                                                            dtype):
+    (fv, fi), (gv, gi) = _pool_both(_ties_and_nans(shape, dtype), k, stride, padding, dilation)
+    assert fv.shape == gv.shape and fi.dtype == gi.dtype == np.int64
+    np.testing.assert_array_equal(fi, gi)
+    np.testing.assert_array_equal(fv, gv)
 
 
 def test_tiled_max_pool_picks_first_of_equal_maxima():
