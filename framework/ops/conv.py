@@ -48,8 +48,11 @@ def sliding_windows(xp, x, kernel, stride, padding, dilation, fill=0):
 
 def _columns(xp, x, kernel, stride, padding, dilation, groups, batch_first):
     """im2col, as (N, G, C/G*kh*kw, Ho*Wo) if `batch_first` else (G, C/G*kh*kw, N*Ho*Wo), plus
-    the window grid (Ho, Wo). Either copy reads whole window rows, so it is cheap, and each layout
-    lets its matmul write its result in the order it is needed, with no transpose afterwards."""
+    the window grid (Ho, Wo). Each layout lets its matmul write its result in the order it is
+    needed, with no transpose afterwards. Kernels up to 3x3 copy tap by tap (`_tap_columns`);
+    larger ones (a 7x7 stem on 3 channels: 49 small copies) copy the padded input's windows."""
+    if kernel[0] * kernel[1] <= 9:
+        return _tap_columns(xp, x, kernel, stride, padding, dilation, groups, batch_first)
     n, c = x.shape[:2]
     win = sliding_windows(xp, x, kernel, stride, padding, dilation)
     ho, wo = win.shape[2:4]
@@ -58,6 +61,47 @@ def _columns(xp, x, kernel, stride, padding, dilation, groups, batch_first):
     if batch_first:
         return win.transpose(0, 1, 2, 5, 6, 3, 4).reshape(n, groups, k, ho * wo), (ho, wo)
     return win.transpose(1, 2, 5, 6, 0, 3, 4).reshape(groups, k, n * ho * wo), (ho, wo)
+
+
+def _inside(size: int, out: int, offset: int, stride: int, pad: int) -> tuple:
+    """The window positions [lo, hi) along one axis whose tap at `offset` (in the padded
+    input) reads the unpadded input, not its padding."""
+    lo = max(0, -(-(pad - offset) // stride))
+    hi = min(out, (size - 1 + pad - offset) // stride + 1)
+    return lo, max(lo, hi)
+
+
+def _tap_columns(xp, x, kernel, stride, padding, dilation, groups, batch_first):
+    """`_columns` written tap by tap straight from the unpadded input into the columns' buffer:
+    each tap's (N, C, Ho, Wo) block is one strided copy of the input, and only its windows that
+    fall on the padding are zeroed. No padded copy of the input, and no copy of a 6-d window
+    view (ResNet-18's 3x3 layers at batch 8: 0.33-0.46 -> 0.18-0.30 ms each)."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (dh, dw), ((pt, pb), (pl, pr)) = kernel, stride, dilation, padding
+    ho, wo = window_count(h, kh, sh, (pt, pb), dh), window_count(w, kw, sw, (pl, pr), dw)
+    if batch_first:
+        cols = xp.empty((n, c, kh, kw, ho, wo), dtype=x.dtype)
+    else:
+        cols = xp.empty((c, kh, kw, n, ho, wo), dtype=x.dtype)
+    for i in range(kh):
+        r0, r1 = _inside(h, ho, i * dh, sh, pt)
+        for j in range(kw):
+            q0, q1 = _inside(w, wo, j * dw, sw, pl)
+            tap = cols[:, :, i, j] if batch_first else cols[:, i, j].transpose(1, 0, 2, 3)
+            if r0 or r1 < ho or q0 or q1 < wo:
+                tap[:, :, :r0] = 0
+                tap[:, :, r1:] = 0
+                tap[:, :, r0:r1, :q0] = 0
+                tap[:, :, r0:r1, q1:] = 0
+            if r0 == r1 or q0 == q1:
+                continue  # the tap reads padding only
+            top, left = r0 * sh + i * dh - pt, q0 * sw + j * dw - pl
+            tap[:, :, r0:r1, q0:q1] = x[:, :, top:top + (r1 - r0 - 1) * sh + 1:sh,
+                                        left:left + (q1 - q0 - 1) * sw + 1:sw]
+    k = c // groups * kh * kw
+    if batch_first:
+        return cols.reshape(n, groups, k, ho * wo), (ho, wo)
+    return cols.reshape(groups, k, n * ho * wo), (ho, wo)
 
 
 def _matmul_nt(xp, a, b):
