@@ -124,3 +124,24 @@ def test_training_step_with_batch_norm_is_bit_identical_in_a_compiled_graph():
 def test_too_few_values_per_channel_is_a_clear_error():
     with pytest.raises(ValueError, match=r"more than 1 value per channel"):
         nn.BatchNorm1d(3)(flow.randn(1, 3))
+
+
+def test_onnx_export_is_one_training_mode_batch_normalization():
+    ort = pytest.importorskip("onnxruntime")
+    from dualflow.export import to_onnx
+
+    class Normalise(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(flow.tensor([0.5, 1.0, 2.0]))
+            self.bias = nn.Parameter(flow.tensor([0.0, -1.0, 1.0]))
+
+        def forward(self, x):
+            return nn.functional.batch_norm(x, None, None, self.weight, self.bias, training=True)
+
+    model, x = Normalise(), flow.randn(4, 3, 5, 5) * 3 + 1
+    proto = to_onnx(model, (x,))
+    assert [n.op_type for n in proto.graph.node] == ["BatchNormalization"]
+    session = ort.InferenceSession(proto.SerializeToString())
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
