@@ -15,6 +15,8 @@ from dualflow.graph.compiled_call import CompiledCall
 from dualflow.graph.compiler import compile_graph
 from dualflow.graph.memory import aliases_input
 from dualflow.graph.passes.checkpoint import checkpoint_pass
+from dualflow.graph.passes.cse import cse
+from dualflow.graph.passes.decompose import decompose
 from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.graph.retrace import leaf_names
 from dualflow.graph.split import split_forward_backward
@@ -206,9 +208,12 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     have = [i for i, g in enumerate(grads) if g is not None]
     trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves_out] + [
         trace.tracer.value_of(grads[i]) for i in have]
+    # Sharing before the split, as nn.Graph's one graph does: a gradient that recomputes a
+    # forward value (GELU's erf) reads the forward's, saved as a residual, instead.
+    joint = cse(decompose(trace.graph))
     if scopes:  # on the joint graph: recomputed copies land in the backward half of the split
-        checkpoint_pass(scopes)(trace.graph)
-    fwd, bwd, residuals = split_forward_backward(trace.graph, len(leaves_out),
+        checkpoint_pass(scopes)(joint)
+    fwd, bwd, residuals = split_forward_backward(joint, len(leaves_out),
                                                  [s._value for s in seeds])
     fwd_exe, _ = compile_graph(fwd)
     bwd_exe, _ = compile_graph(bwd)
