@@ -152,13 +152,15 @@ def _pointwise(kernel, stride, padding, output_padding) -> bool:
         padding == ((0, 0), (0, 0)) and tuple(output_padding) == (0, 0)
 
 
-def _overlap_add(xp, canvas, tap, kernel, stride, dilation, size):
-    """col2im: add each tap's (.., h, w) contribution at its strided place on the canvas."""
+def _overlap_add(xp, canvas, tap, kernel, stride, dilation, size, spatial_first=False):
+    """col2im: add each tap's (.., h, w) contribution at its strided place on the canvas, or
+    its (h, w, ..) one on a (H, W, ..) canvas when `spatial_first`."""
     (kh, kw), (sh, sw), (dh, dw), (h, wd) = kernel, stride, dilation, size
     for i in range(kh):
         for j in range(kw):
-            canvas[..., i * dh:i * dh + (h - 1) * sh + 1:sh,
-                   j * dw:j * dw + (wd - 1) * sw + 1:sw] += tap(i, j)
+            at = (slice(i * dh, i * dh + (h - 1) * sh + 1, sh),
+                  slice(j * dw, j * dw + (wd - 1) * sw + 1, sw))
+            canvas[at if spatial_first else (Ellipsis,) + at] += tap(i, j)
     return canvas
 
 
@@ -195,12 +197,17 @@ def _conv_transpose2d_kernel(xp, x, w, stride, padding, dilation, groups, output
     if _depthwise(x, groups, groups * cog) and h * wd <= SMALL_IMAGE_TRANSPOSED:
         return depthwise_conv_transpose2d(xp, x, w, stride, padding, dilation, output_padding)
     if _one_gemm(x, groups, h * wd):
-        # (Cout*kh*kw, N*L) columns from one GEMM on the (Cin, N*L) rows of the whole batch
-        rows = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(cin, n * h * wd)
-        taps = xp.dot(w.reshape(cin, cog * kh * kw).T, rows).reshape(cog, kh, kw, n, h, wd)
-        canvas = xp.zeros((cog, n, canvas_h, canvas_w), dtype=x.dtype)
-        canvas = _crop(_overlap_add(xp, canvas, lambda i, j: taps[:, i, j], *geometry), padding)
-        return xp.ascontiguousarray(canvas.transpose(1, 0, 2, 3))
+        # one GEMM of the whole batch's (H*W*N, Cin) rows gives (H, W, N, Cout, kh, kw) taps;
+        # the canvas is (H', W', N, Cout), so each overlap-add runs over whole (N, Cout) blocks
+        # where an (N, Cout, H', W') canvas of a 2x2 image adds rows of two (ResNet-18's 3x3
+        # input gradients at 2x2 and 4x4: 4.0 -> 2.3 and 2.8 -> 1.8 ms)
+        rows = xp.ascontiguousarray(x.transpose(2, 3, 0, 1)).reshape(h * wd * n, cin)
+        taps = xp.dot(rows, w.reshape(cin, cog * kh * kw)).reshape(h, wd, n, cog, kh, kw)
+        canvas = xp.zeros((canvas_h, canvas_w, n, cog), dtype=x.dtype)
+        canvas = _overlap_add(xp, canvas, lambda i, j: taps[..., i, j], *geometry, True)
+        (pt, pb), (pl, pr) = padding
+        return xp.ascontiguousarray(
+            canvas[pt:canvas_h - pb, pl:canvas_w - pr].transpose(2, 3, 0, 1))
     flipped = _as_correlation(xp, w, groups, stride, padding, dilation, x.dtype)
     if flipped is not None:
         return _conv2d_kernel(xp, x, *flipped, dilation, 1)
