@@ -1,5 +1,6 @@
 """Normalisation: softmax and log_softmax (primitives: one stable kernel each, VJPs with ops),
-and layer_norm, batch_norm, group_norm as composites of reductions and arithmetic.
+and layer_norm, batch_norm, group_norm as composites of reductions and arithmetic; training-mode
+batch_norm with float32/float64 affine parameters runs one op (ops/batch_norm.py).
 
 batch_norm in training updates the running statistics in place under `no_grad` with the tensors'
 own `mul_`/`add_`, so graph mode traces them as state updates like any optimizer step.
