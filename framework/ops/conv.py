@@ -1,8 +1,9 @@
 """Convolutions: `conv2d`, `conv_transpose2d` and `conv2d_weight` (the correlation that is conv2d's
 weight gradient); the 1-d forms run as 2-d on an unsqueezed input.
 
-Kernels are im2col: `sliding_windows` views the padded input as (N, C, Ho, Wo, kh, kw) with
-`as_strided` (no copy) and one batched matmul over the groups does the arithmetic; the transposed
+Kernels are im2col: kernels up to 3x3 copy each tap's strided block of the unpadded input into
+the columns (`_tap_columns`), larger ones copy `sliding_windows`' (N, C, Ho, Wo, kh, kw) view of
+the padded input, and one batched matmul over the groups does the arithmetic; the transposed
 convolution multiplies first and overlap-adds the columns back (col2im, one vectorised add per
 kernel tap). Shapes pick faster layouts: on images of at most 16 positions a one-group
 convolution runs one GEMM over the whole batch instead of one per sample, a 1x1 transposed
