@@ -131,25 +131,22 @@ _CENTRES = [_ERF_SPLIT + i * _ERF_STEP
 _ERF_TAIL = np.array([_erf_taylor_coefficients(c) for c in _CENTRES]).T.copy()  # [power, centre]
 
 
-# Single precision: erf(x)/x is smooth in u = x^2/8 - 1 over |x| <= 4, so one degree-16 polynomial
-# (Chebyshev interpolation, rewritten in powers of u) is within 1.3e-8 of it there; evaluated in
-# float64 and rounded, the float32 result is within 7e-8 of erf, and erf rounds to +-1 past 4.
-_ERF32_END, _ERF32_DEGREE = 4.0, 16
+# Single precision: erf(x)/x as a rational function of t = x^2 over |x| <= 4, P (degree 6) over a
+# monic Q (degree 5): a minimax fit of relative error (linearised least squares reweighted by
+# the error, Lawson's iteration), within 2.1e-9 of erf there. Evaluated in float64 and rounded,
+# the float32 result is within 6.2e-8 of erf and correctly rounded for 98% of inputs (the
+# polynomial: 93%); erf rounds to +-1 past 4.
+# 27 passes over the array where the degree-16 polynomial it replaces took 39.
+_ERF32_END = 4.0
+_ERF32_P = (17879.676360489608, 2934.639023429253, 860.6759946260158, 60.99908910880575,
+            6.015021760385811, 0.07423074878197704, -0.00020918730367429768)
+_ERF32_Q = (15845.450577018644, 7882.574252992479, 1805.7256178624948, 245.00412099513548,
+            20.71901769036972)   # and t^5
 
-
-def _erf_over_x(u):
-    x = _ERF32_END * np.sqrt((u + 1) / 2)
-    return np.array([math.erf(v) for v in x]) / x
-
-
-_ERF32_POWERS = tuple(np.polynomial.chebyshev.cheb2poly(
-    np.polynomial.chebyshev.chebinterpolate(_erf_over_x, _ERF32_DEGREE)).tolist())
-
-
-# NumPy evaluates it in chunks of 8192 through three float64 scratch buffers that stay in cache:
+# NumPy evaluates it in chunks of 8192 through float64 scratch buffers that stay in cache:
 # whole-array float64 temporaries (a GPT MLP's 64x512 is 256 KiB each) are mmapped and page-
-# faulted afresh on every call, 1.2 ms where the arithmetic takes 0.15 ms. Same operations in the
-# same order, so the bits do not depend on the chunking.
+# faulted afresh on every call, 1.2 ms where the arithmetic takes 0.15 ms. The bits do not
+# depend on the chunking.
 _ERF32_CHUNK = 8192
 
 
@@ -157,28 +154,31 @@ def _erf_single_kernel(xp, x, dtype):
     flat = x.reshape(-1)
     out = xp.empty(flat.shape, dtype)
     chunk = max(1, min(_ERF32_CHUNK, flat.size) if xp is np else flat.size)
-    z, u, acc = (xp.empty(chunk, "float64") for _ in range(3))
+    z, t, num, den = (xp.empty(chunk, "float64") for _ in range(4))
     for start in range(0, flat.size, chunk):
         part = flat[start:start + chunk]
         n = part.size
-        _erf_single_chunk(xp, part, z[:n], u[:n], acc[:n])
-        out[start:start + n] = acc[:n]
+        _erf_single_chunk(xp, part, z[:n], t[:n], num[:n], den[:n])
+        out[start:start + n] = num[:n]
     return out.reshape(x.shape)
 
 
-def _erf_single_chunk(xp, part, z, u, acc) -> None:
-    """acc = erf(part) in float64, through the scratch buffers z and u."""
+def _erf_single_chunk(xp, part, z, t, num, den) -> None:
+    """num = erf(part) in float64, through the scratch buffers z, t and den."""
     z[...] = part
     xp.clip(z, -_ERF32_END, _ERF32_END, out=z)
-    xp.multiply(z, z, out=u)
-    u *= 2 / _ERF32_END ** 2
-    u -= 1
-    xp.multiply(u, _ERF32_POWERS[-1], out=acc)
-    acc += _ERF32_POWERS[-2]
-    for c in _ERF32_POWERS[-3::-1]:
-        acc *= u
-        acc += c
-    acc *= z
+    xp.multiply(z, z, out=t)
+    xp.multiply(t, _ERF32_P[-1], out=num)
+    num += _ERF32_P[-2]
+    for c in _ERF32_P[-3::-1]:
+        num *= t
+        num += c
+    xp.add(t, _ERF32_Q[-1], out=den)
+    for c in _ERF32_Q[-2::-1]:
+        den *= t
+        den += c
+    num *= z
+    num /= den
 
 
 def _erf_kernel(xp, x):
