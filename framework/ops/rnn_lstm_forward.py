@@ -5,11 +5,12 @@ step allocates nothing and calls each ufunc once over a whole block, writing whe
 kept (the gate and cell buffers, y's row).
 
 The arithmetic is the one `rnn_math` documents (gate order i, f, g, o; c = f·c + i·g,
-h = o·tanh(c), sigmoid as 1 / (1 + exp(-x))), operation for operation, so the results do not depend
-on the batch or on which form (inference or training) ran. The forward only ever runs on arrays
-(the backward is what `rnn_math.TensorMath` differentiates), so it is not written over `rnn_math`'s
-primitives. (The backward, written the same way, measured no faster at batch 20, where its
-products dominate, and ~10% faster at batch 1: not worth a second copy of its math.)
+h = o·tanh(c), sigmoid as 1 / (1 + exp(-x))), operation for operation as the loop over its
+primitives that this replaced computed it (results bit-identical), and the same whichever form
+(inference or training) runs. The forward only ever runs on arrays (the backward is what
+`rnn_math.TensorMath` differentiates), so it is not written over `rnn_math`'s primitives. (The
+backward, written the same way, measured no faster at batch 20, where its products dominate, and
+~10% faster at batch 1: not worth a second copy of its math.)
 """
 from __future__ import annotations
 
