@@ -21,8 +21,8 @@ from .dims import is_static
 from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
 from .fuse_layer_norm import layer_normalization
-from .peephole import (drop_trailing_empty_outputs, fuse_bias, global_average_pool,
-                       softmax_of_kept_rows)
+from .peephole import (collapse_reshapes, drop_trailing_empty_outputs, fuse_bias,
+                       global_average_pool, softmax_of_kept_rows)
 from .subgraphs import at_top, rename, sweep
 from .variants import array_of
 
@@ -264,6 +264,7 @@ class Exporter:
         if self.fold:
             self.nodes = fold_affine(self.nodes, self.initializers, output_names, self.const)
         self.nodes = fuse_bias(self.nodes, self.initializers, output_names, self.const)
+        self.nodes = collapse_reshapes(self.nodes, self.initializers, output_names)
         shape_of = self._shape_of()
         if self.opset >= 17:
             self.nodes = layer_normalization(self.nodes, self.initializers, output_names,

@@ -79,13 +79,19 @@ def _matmul_kernel(xp, a, b, out=None):
 
 
 def _lower_matmul(ctx, node):
-    """MatMul; `x @ w.T` with a 2-d x (a Linear layer) is Gemm(transB=1) on w itself."""
+    """MatMul; `x @ w.T` (a Linear layer) is Gemm(transB=1) on w itself, an x of more dims
+    flattened to rows and the result shaped back: onnxruntime runs that faster than a batched
+    MatMul, and the exporter moves a following bias add into the Gemm (export/peephole.py)."""
     a, b = node.inputs
     src = ctx.producer(b)
-    if len(a.type.shape) == 2 and a.type.dtype.is_floating_point and src is not None and \
-            src.op.name == "permute" and tuple(src.attrs["dims"]) == (1, 0):
+    if len(a.type.shape) < 2 or not a.type.dtype.is_floating_point or src is None or \
+            src.op.name != "permute" or tuple(src.attrs["dims"]) != (1, 0):
+        return ctx.emit("MatMul", ctx.inputs(node))
+    if len(a.type.shape) == 2:
         return ctx.emit("Gemm", [ctx.input(node, 0), ctx.input(src, 0)], transB=1)
-    return ctx.emit("MatMul", ctx.inputs(node))
+    rows = ctx.reshape(ctx.input(node, 0), [-1, ctx.shape(a)[-1]])
+    product = ctx.emit("Gemm", [rows, ctx.input(src, 0)], transB=1)
+    return ctx.reshape(product, ctx.shape(node.outputs[0]))
 
 
 matmul_op = defop(

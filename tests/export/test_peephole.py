@@ -2,9 +2,10 @@
 input where that is exact (and only there), and left-out trailing outputs are omitted."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from .helpers import check_model_matches
+from .helpers import check_model_matches, eager_outputs, run
 
 import dualflow as flow  # noqa: E402
 from dualflow import nn  # noqa: E402
@@ -105,6 +106,12 @@ UNFUSED = {
                                        dict(w=(1, 4), b=(3,)), (2, 4)),
     "gemm bias per row": (lambda m, x: F.linear(x, m.w) + m.b,
                           dict(w=(3, 4), b=(2, 1)), (2, 4)),
+    # a Reshape between them that does not keep the Gemm's columns last: (12, 1) + (3,)
+    "gemm reshaped to one column": (lambda m, x: F.linear(x, m.w).reshape(12, 1) + m.b,
+                                    dict(w=(3, 4), b=(3,)), (4, 4)),
+    # (3,) + (1, 3) is (1, 3): a 2-d bias would widen the reshaped result
+    "gemm reshaped to 1-d, 2-d bias": (lambda m, x: F.linear(x, m.w).reshape(3) + m.b,
+                                       dict(w=(3, 4), b=(1, 3)), (1, 4)),
 }
 
 
@@ -121,3 +128,48 @@ def test_a_bias_given_as_an_input_stays_an_add():
     model = Fn(lambda m, x, b: F.linear(x, m.w) + b, w=(3, 4))
     proto = check_model_matches(model, (flow.randn(2, 4), flow.randn(3)))
     assert _op_types(proto) == ["Gemm", "Add"]
+
+
+SEQUENCE_AXES = {  # dynamic axes, and other sizes along them to run at
+    "batch": ({"input_0": {0: "batch"}}, (4, 3, 6)),
+    "batch and sequence": ({"input_0": {0: "batch", 1: "seq"}}, (4, 7, 6)),
+}
+
+
+@pytest.mark.parametrize("axes, other", SEQUENCE_AXES.values(), ids=list(SEQUENCE_AXES))
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_linear_on_sequences_is_one_gemm_over_their_rows(bias, axes, other):
+    flow.manual_seed(0)
+    model = nn.Linear(6, 5, bias=bias)
+    proto = check_model_matches(model, (flow.randn(2, 3, 6),), dynamic_axes=axes)
+    types = _op_types(proto)
+    assert types[:2] == ["Reshape", "Gemm"] and types[-1] == "Reshape", types
+    assert not {"MatMul", "Add", "Transpose"} & set(types), types
+    (gemm,) = _ops(proto, "Gemm")
+    assert list(gemm.input[1:]) == (["weight", "bias"] if bias else ["weight"])
+    x = flow.randn(*other)
+    np.testing.assert_allclose(run(proto, [x.numpy()])[0], eager_outputs(model, (x,))[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_logits_flattened_after_a_linear_are_the_gemm_itself():
+    flow.manual_seed(0)
+    model = Fn(lambda m, x: F.linear(x, m.w, m.b).view(-1, 5), w=(5, 6), b=(5,))
+    proto = check_model_matches(model, (flow.randn(2, 3, 6),), dynamic_axes=DYNAMIC_BATCH,
+                                output_names=["logits"])
+    assert _op_types(proto) == ["Reshape", "Gemm"]
+    assert proto.graph.node[-1].output[0] == "logits"
+
+
+@pytest.mark.parametrize("outer, merged", [([-1, 4], True), ([0, -1], False)])
+def test_a_reshape_of_a_reshape_reads_its_source_unless_it_copies_a_size(outer, merged):
+    from onnx import helper, numpy_helper
+
+    from dualflow.export.peephole import collapse_reshapes
+    inits = [numpy_helper.from_array(np.asarray(v, np.int64), k)
+             for k, v in {"inner": [2, 3, 4], "outer": outer}.items()]
+    nodes = [helper.make_node("Reshape", ["x", "inner"], ["y"]),
+             helper.make_node("Reshape", ["y", "outer"], ["out"])]   # 0: a size of y, not x
+    kept = collapse_reshapes(nodes, inits, ["out"])
+    assert [list(n.input) for n in kept] == \
+        ([["x", "outer"]] if merged else [["x", "inner"], ["y", "outer"]])
