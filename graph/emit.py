@@ -14,7 +14,7 @@ from functools import partial
 from dualflow.ops.constants import zeros_view
 
 from .elementwise_cpu import fill_template, kernel_call, template_for
-from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL
+from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL, product_as
 
 
 def _template(node):
@@ -59,7 +59,7 @@ def call(node, i: int, args: list, dest: str | None, env: dict, xp,
             alias = args.index(dest)
         body = node.attrs["body"]
         fn = env[f"F{i}"] = (body.function(xp, alias) if node.op is FUSED_ELEMENTWISE else
-                             _fused_matmul(body, xp, _two_dim(node)))
+                             _fused_matmul(body, xp, _two_dim(node), node.attrs.get("shape")))
         needs = getattr(fn, "scratch", ())
         scratch = scratch_for(needs) if needs and scratch_for is not None else None
         return (f"F{i}({', '.join(args)}{f', out={dest}' if dest else ''}"
@@ -92,12 +92,12 @@ def _two_dim(node) -> bool:
     return all(len(v.type.shape) == 2 for v in node.inputs[:2])
 
 
-def _fused_matmul(body, xp, two_dim: bool):
+def _fused_matmul(body, xp, two_dim: bool, shape=None):
     from dualflow.ops.linalg import matmul_op
     mm, epilogue = xp.dot if two_dim else partial(matmul_op.kernel, xp), body.function(xp, alias=0)
 
     def fused_matmul(a, b, *extra, out=None, scratch=None):
-        r = mm(a, b, out=out)
+        r = mm(a, b, out=out) if shape is None else product_as(mm, a, b, out, shape)
         if scratch is None:
             return epilogue(r, *extra, out=r)
         return epilogue(r, *extra, out=r, scratch=scratch)

@@ -15,6 +15,9 @@ like any other. Kernels come from `body.function(xp)`, compiled the way `xp`'s b
 """
 from __future__ import annotations
 
+import math
+from functools import partial
+
 from dualflow.array_backends import backend_for_xp
 from dualflow.ops.opdef import OpDef, TensorType, infer_type
 
@@ -181,15 +184,33 @@ def _elementwise_infer(*types, body: FusedBody) -> TensorType:
     return body.infer(types)
 
 
-def _matmul_kernel(xp, a, b, *extra, body: FusedBody, out=None):
+def product_as(mm, a, b, out, shape):
+    """mm(a, b) viewed in `shape` (the epilogue's), written into `out` (of that shape) when it
+    is given and C-ordered, so the product is seen through a view of it."""
+    if out is None or not out.flags.c_contiguous:
+        r = mm(a, b).reshape(shape)
+        if out is not None:
+            out[...] = r
+            return out
+        return r
+    mm(a, b, out=out.reshape(a.shape[:-1] + b.shape[-1:]))
+    return out
+
+
+def _matmul_kernel(xp, a, b, *extra, body: FusedBody, out=None, shape=None):
     from dualflow.ops.linalg import matmul_op
-    r = matmul_op.kernel(xp, a, b, out=out)
+    mm = partial(matmul_op.kernel, xp)
+    r = mm(a, b, out=out) if shape is None else product_as(mm, a, b, out, shape)
     return body.function(xp, alias=0)(r, *extra, out=r)
 
 
-def _matmul_infer(a, b, *extra, body: FusedBody) -> TensorType:
+def _matmul_infer(a, b, *extra, body: FusedBody, shape=None) -> TensorType:
     from dualflow.ops.linalg import matmul_op
     r = infer_type(matmul_op, (a, b), {})
+    if shape is not None:
+        if math.prod(shape) != math.prod(r.shape):
+            raise ValueError(f"fused_matmul: the product {r} cannot be viewed as {shape}")
+        r = TensorType(tuple(shape), r.dtype, r.device)
     got = body.infer((r,) + extra)
     if (tuple(got.shape), got.dtype) != (tuple(r.shape), r.dtype):
         raise ValueError(f"matmul epilogue {body.name} changes the result type {r} to {got}")

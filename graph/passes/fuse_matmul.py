@@ -3,7 +3,9 @@ activation — already one fused_elementwise node, or a single op) becomes one `
 the product is written into the result buffer and the epilogue runs over it in place.
 
 Applies when the product has no other reader and the epilogue keeps its shape and dtype (a
-broadcast to a bigger result would not fit the product's buffer). An epilogue that computes a
+broadcast to a bigger result would not fit the product's buffer). A reshape between them (a
+Linear on (B, T, K) inputs is a 2-d product reshaped to (B, T, N)) is absorbed too: the node's
+`shape` attr views the product buffer in the epilogue's shape (static sizes only). An epilogue that computes a
 new state (`buf * momentum + grad`) stays separate: on its own it can run in place in the state's
 array, which the product (written first) could not.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from ..fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step, body_of, scalar_of
 from ..ir import Graph, Node
+from ..symbolic import is_symbolic
 from .fuse_elementwise import fusible
 from .rewrite import ANY, Rewriter, rewrite
 
@@ -33,14 +36,30 @@ def _epilogue_body(user: Node, product) -> tuple[FusedBody, list]:
 def fuse_matmul(graph: Graph) -> Graph:
     """A rule on the epilogue: it absorbs the earliest matmul whose product only it reads."""
     states = {v.id for _, v in graph.state_updates}
+    static = not any(is_symbolic(v.type) for v in graph.inputs)
+
+    def only_reader(rw: Rewriter, v) -> bool:
+        return not rw.escapes(v) and rw.readers(v) == 1 and bool(v.type.shape)
+
+    def matmul_of(rw: Rewriter, n):
+        """(matmul node, reshape node or None) when n is a pure matmul, or a static reshape of
+        one, whose result only the epilogue reads."""
+        reshape = None
+        if static and n is not None and n.op.name == "reshape" and only_reader(rw, n.outputs[0]):
+            reshape, n = n, rw.producer(n.inputs[0])
+        if n is None or n.op.name != "matmul" or not n.pure or not only_reader(rw, n.outputs[0]):
+            return None
+        if reshape is not None and any(len(v.type.shape) != 2 for v in n.inputs):
+            return None   # the view is taken of a 2-d product (fused.product_as)
+        return n, reshape
 
     def absorbs(rw: Rewriter, user: Node, n) -> bool:
-        if n is None or n.op.name != "matmul" or not n.pure:
+        found = matmul_of(rw, n)
+        if found is None:
             return False
-        product, out = n.outputs[0], user.outputs[0]
-        return not rw.escapes(product) and rw.readers(product) == 1 and bool(
-            product.type.shape) and (tuple(out.type.shape), out.type.dtype) == (
-            tuple(product.type.shape), product.type.dtype)
+        product, out = (found[1] or found[0]).outputs[0], user.outputs[0]
+        return (tuple(out.type.shape), out.type.dtype) == (tuple(product.type.shape),
+                                                           product.type.dtype)
 
     def epilogue(rw: Rewriter, user: Node):
         if not (user.op is FUSED_ELEMENTWISE or fusible(user)) or user.outputs[0].id in states:
@@ -48,10 +67,14 @@ def fuse_matmul(graph: Graph) -> Graph:
         found = {id(p): p for p in map(rw.producer, user.inputs) if absorbs(rw, user, p)}
         if not found:
             return None
-        n = min(found.values(), key=rw.position)
+        n, reshape = matmul_of(rw, min(found.values(), key=rw.position))
+        attrs = {}
         rw.drop(n)
-        body, extra = _epilogue_body(user, n.outputs[0])
-        return Node(FUSED_MATMUL, list(n.inputs) + extra, {"body": body}, user.outputs,
+        if reshape is not None:
+            rw.drop(reshape)
+            attrs["shape"] = tuple(reshape.outputs[0].type.shape)
+        body, extra = _epilogue_body(user, (reshape or n).outputs[0])
+        return Node(FUSED_MATMUL, list(n.inputs) + extra, {"body": body, **attrs}, user.outputs,
                     user.scope, user.source, user.grad_enabled)
     rules = {ANY: epilogue}
     return rewrite(graph, rules, escaping=rules)
