@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 import threading
 import weakref
 
@@ -80,20 +81,16 @@ def record(op, inputs, attrs, out) -> None:
         node.in_shapes = (sx, sy)
         if saves is None or 0 in saves:
             kx, vx = x, x._version[0]
-        elif type(dx) is _ndarray:  # `_input_meta` inlined: a call costs as much as its body
-            kx, vx = _new(InputMeta), None
-            kx.shape, kx.device, kx.requires_grad = sx, CPU, rx
-            kx.dtype = _BY_NP.get(dx.dtype) or x.dtype
-        else:
-            kx, vx = _input_meta(x, dx, sx, rx), None
+        else:  # the shared InputMeta of a NumPy input without a call (a call costs more)
+            kx = type(dx) is _ndarray and _METAS.get((sx, dx.dtype, rx)) or \
+                _input_meta(x, dx, sx, rx)
+            vx = None
         if saves is None or 1 in saves:
             ky, vy = y, y._version[0]
-        elif type(dy) is _ndarray:
-            ky, vy = _new(InputMeta), None
-            ky.shape, ky.device, ky.requires_grad = sy, CPU, ry
-            ky.dtype = _BY_NP.get(dy.dtype) or y.dtype
         else:
-            ky, vy = _input_meta(y, dy, sy, ry), None
+            ky = type(dy) is _ndarray and _METAS.get((sy, dy.dtype, ry)) or \
+                _input_meta(y, dy, sy, ry)
+            vy = None
         node.saved = (kx, ky)
         node.versions = (vx, vy)
     else:
@@ -133,8 +130,7 @@ def record(op, inputs, attrs, out) -> None:
         else:
             node.out_saved = node.out_versions = None
         data = out._data
-        if (_BY_NP.get(data.dtype) or out.dtype if type(data) is _ndarray
-                else out.dtype).is_floating_point:
+        if type(data) is _ndarray and data.dtype in _FLOAT_NP or out.dtype.is_floating_point:
             out.requires_grad = True
             out.grad_fn = node
         return
@@ -163,20 +159,29 @@ _ref = weakref.ref
 _new = object.__new__
 _ndarray = np.ndarray
 _BY_NP = dt._BY_NP
+_FLOAT_NP = dt._FLOAT_NP
+# (shape, NumPy dtype, requires_grad) -> the InputMeta of a NumPy input: nodes share them (nothing
+# changes an InputMeta), so recording an input the VJP does not read is one dict lookup. Cleared
+# when full, so shapes that keep changing (a growing sequence) cannot grow it without bound.
+_METAS: dict = {}
+_METAS_MAX = 4096
 
 
 def _input_meta(x: Tensor, data, shape: tuple, requires_grad: bool) -> InputMeta:
     """`InputMeta(x)` from facts `record` already read; a NumPy array's dtype and device are
-    read off the array, without the Tensor properties' calls."""
+    read off the array, without the Tensor properties' calls, and its meta is kept in `_METAS`."""
     meta = _new(InputMeta)
     meta.shape = shape
-    if type(data) is _ndarray:
-        meta.dtype = _BY_NP.get(data.dtype) or x.dtype
-        meta.device = CPU
-    else:
+    meta.requires_grad = requires_grad
+    if type(data) is not _ndarray:
         meta.dtype = x.dtype
         meta.device = x.device
-    meta.requires_grad = requires_grad
+        return meta
+    meta.dtype = _BY_NP.get(data.dtype) or x.dtype
+    meta.device = CPU
+    if len(_METAS) >= _METAS_MAX:
+        _METAS.clear()
+    _METAS[(shape, data.dtype, requires_grad)] = meta
     return meta
 
 
@@ -304,8 +309,9 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
 
 def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph,
                   owned: bool = False) -> None:
-    """`owned`: the gradient is a new tensor nothing else refers to (the VJP's `fresh_grads`), so
-    a first gradient is adopted as `.grad` rather than copied."""
+    """`owned`: the gradient is a new tensor nothing else refers to (the VJP's `fresh_grads`, or
+    `_sole_holders`), so a first gradient is adopted as `.grad` rather than copied, unless the
+    leaf's hooks saw it (they may keep it)."""
     given = grad
     grad = _run_hooks(leaf, grad)
     if capture is not None and id(leaf) in capture:
@@ -316,7 +322,7 @@ def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph,
             leaf.grad = grad if leaf.grad is None else leaf.grad + grad
         elif leaf.grad is None:
             # a copy: VJPs may hand one gradient to several inputs (add), or pass the seed through
-            owned = owned and grad is given and (capture is None or id(leaf) not in capture)
+            owned = owned and not leaf._hooks and (capture is None or id(leaf) not in capture)
             leaf.grad = grad if owned else Tensor._wrap(grad._data.copy())
         else:
             leaf.grad = Tensor._wrap(add_arrays(leaf.grad._data, grad._data))
@@ -332,6 +338,7 @@ def add_arrays(a, b):
 def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
     buffers: dict = {}   # node -> list of output grads
     check_anomaly = anomaly.state.enabled  # (read once: per thread, so dearer than a global)
+    adopt = accumulate and not create_graph and not state.interpreters
     ready_roots = []
     hooked = post_accumulate.pending(roots) if accumulate else None
     for t, g in zip(roots, root_grads):
@@ -375,6 +382,7 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 if grads[i] is None and t.dtype.is_floating_point:
                     grads[i] = _zeros_for(t)
         in_grads = _call_vjp(node, grads)
+        grads = None  # (released: a gradient the VJP passed on is then held by its result alone)
         if check_anomaly:
             anomaly.check(node, in_grads)
         fresh = getattr(node.op, "fresh_grads", False)
@@ -382,16 +390,15 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             node.released = True
             node.saved = [s if isinstance(s, TensorType) else None for s in node.saved]
             node.out_saved = None
-        in_shapes = node.in_shapes
+        in_grads = _fitted(node, in_grads)
+        sole = _sole_holders(in_grads) if adopt and not fresh else None
         for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
-            if edge is None or g is None:  # (an input that needs no gradient has no edge)
+            if g is None:  # (an input that needs no gradient has no edge: its gradient is None)
                 if isinstance(edge, Node):
                     _release_dependency(edge, deps, queue)
                 elif hooked is not None and edge is not None:
                     post_accumulate.edge_done(hooked, edge, False)
                 continue
-            if not _same_shape(g.shape, in_shapes[i]):
-                g = _fit(g, in_shapes[i], node, i)
             if isinstance(edge, Node):
                 buf = buffers.get(edge)
                 if buf is None:
@@ -400,9 +407,54 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 buf[nr] = g if buf[nr] is None else buf[nr] + g
                 _release_dependency(edge, deps, queue)
             else:
-                _deliver_leaf(edge, g, capture, accumulate, create_graph, fresh)
+                _deliver_leaf(edge, g, capture, accumulate, create_graph,
+                              fresh or sole is not None and sole[i])
                 if hooked is not None:
                     post_accumulate.edge_done(hooked, edge, True)
+
+
+def _fitted(node: Node, in_grads) -> list:
+    """The VJP's gradients, each reduced to its input's shape (broadcasting); None where the
+    input needs no gradient (no edge)."""
+    in_shapes = node.in_shapes
+    return [None if e is None or g is None else g if _same_shape(g.shape, in_shapes[i])
+            else _fit(g, in_shapes[i], node, i)
+            for i, (e, g) in enumerate(zip(node.edges, in_grads))]
+
+
+def _ref_counts(grads: list) -> list:
+    return [None if g is None else (_refcount(g), _refcount(g._data)) for g in grads]
+
+
+def _base_refs(array) -> int | None:
+    """The references to the array's base as counted here (None: the array has no base)."""
+    base = array.base
+    return None if base is None else _refcount(base)
+
+
+def _sole_holders(grads: list) -> list:
+    """For each gradient: whether `grads` alone refers to the tensor, the tensor alone to its
+    array, and that array is C-ordered and owns its memory (or is the only view of a base that
+    does: a reduction reshaped). A leaf may then adopt it as its first `.grad` instead of a
+    copy (which would be C-ordered too), as PyTorch's engine steals a gradient nothing else
+    uses (`use_count`). Any other holder (the same tensor given to two inputs, an incoming
+    gradient passed through, a saved or user tensor, a hook's list, another view or tensor on
+    the array) adds a reference. `_SOLE_*` are the counts these helpers report for a sole
+    holder, measured at import, so the interpreter's own temporary references count alike."""
+    return [c == _SOLE_COUNTS and _owns_memory(g._data) for c, g in zip(_ref_counts(grads), grads)]
+
+
+def _owns_memory(array) -> bool:
+    if type(array) is not _ndarray or not array.flags.c_contiguous:
+        return False
+    refs = _base_refs(array)
+    return refs is None or refs == _SOLE_BASE_REFS and type(array.base) is _ndarray and \
+        array.base.base is None
+
+
+_refcount = sys.getrefcount
+_SOLE_COUNTS = _ref_counts([Tensor._wrap(np.empty(1, np.float32))])[0]
+_SOLE_BASE_REFS = _base_refs(np.empty(2, np.float32)[:1])
 
 
 def _release_dependency(edge: Node, deps: dict, queue: list) -> None:

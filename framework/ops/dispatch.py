@@ -21,11 +21,58 @@ from ..tensor import Tensor
 class _State(threading.local):
     """The calling thread's grad mode and interpreter stack. Per thread, as PyTorch's grad mode:
     a new thread starts with gradients on and no tracer, whatever other threads do meanwhile
-    (`no_grad` in one thread, a trace in another)."""
+    (`no_grad` in one thread, a trace in another). Every change is counted in `departures`."""
     grad_enabled = True
 
     def __init__(self):
-        self.interpreters: list = []   # stack; empty means eager
+        threading.local.__setattr__(self, "interpreters", _InterpreterStack())  # empty: eager
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "grad_enabled":
+            if bool(value) != bool(self.grad_enabled):
+                _depart(-1 if value else 1)
+        elif name == "interpreters":
+            raise AttributeError("dispatch.state.interpreters is a stack: append and pop on it")
+        threading.local.__setattr__(self, name, value)
+
+
+# How many departures from the default state (gradients on, no interpreter) all threads hold
+# now: one per thread with gradients off, one per pushed interpreter. `apply` reads this plain
+# global on every op and the calling thread's settings (thread-local reads, ~3x dearer) only
+# while it is not zero, for zero means every thread, this one included, is in the default
+# state. A thread that ends with gradients off or an interpreter pushed leaves its departure
+# counted: later ops then read the thread-local settings, which is slower but still right.
+departures = 0
+_departures_lock = threading.Lock()
+
+
+def _depart(delta: int) -> None:
+    global departures
+    with _departures_lock:
+        departures += delta
+
+
+def _counting_length(mutator):
+    """`list.<mutator>` that adds the change in length to `departures`."""
+    def counted(self, *args):
+        before = len(self)
+        try:
+            return mutator(self, *args)
+        finally:
+            _depart(len(self) - before)
+    counted.__name__ = mutator.__name__
+    return counted
+
+
+class _InterpreterStack(list):
+    """A thread's interpreter stack (a list: reading it stays a C-level list read) whose every
+    change of length is counted in `departures`."""
+    __slots__ = ()
+
+
+for _name in ("append", "extend", "insert", "pop", "remove", "clear", "__iadd__", "__imul__",
+              "__setitem__", "__delitem__"):
+    setattr(_InterpreterStack, _name, _counting_length(getattr(list, _name)))
 
 
 class _Hooks:
@@ -126,7 +173,7 @@ def _scalar_tensor(value, dtype, device):
 def _scalar_like(value, t):
     """`_scalar_tensor(value, t.dtype, t.device)`; in eager mode on NumPy, one `asarray`."""
     data = t._data
-    if type(data) is np.ndarray and not state.interpreters:
+    if type(data) is np.ndarray and (not departures or not state.interpreters):
         return _wrap(np.asarray(value, data.dtype))
     return _scalar_tensor(value, t.dtype, t.device)
 
@@ -144,12 +191,15 @@ def apply(op, inputs, attrs):
             inputs = _promote(op, inputs)
     if AUTOCAST_OPS and op in AUTOCAST_OPS:   # empty outside autocast regions (framework/amp)
         inputs = AUTOCAST_OPS[op](op, inputs)
-    interps = state.interpreters
-    out = interps[-1].run(op, inputs, attrs) if interps else _run_eager(op, inputs, attrs)
+    if departures:  # some thread traces or has gradients off: this thread's own settings
+        interps = state.interpreters
+        out = interps[-1].run(op, inputs, attrs) if interps else _run_eager(op, inputs, attrs)
+    else:
+        out = _run_eager(op, inputs, attrs)
     if op.vjp is not None:
         for x in inputs:
             if x.requires_grad:
-                if state.grad_enabled:  # read only here: a thread-local costs more than a slot
+                if not departures or state.grad_enabled:  # a thread-local read only if needed
                     hooks.record(op, inputs, attrs, out)
                 break
     return out
@@ -157,30 +207,30 @@ def apply(op, inputs, attrs):
 
 def _run_eager(op, inputs, attrs):
     """`EagerInterpreter.run` as a plain function (`apply` calls it without a method lookup)."""
+    n = len(inputs)
     try:  # unary and binary ops (most calls) without a list comprehension's own frame
-        n = len(inputs)
-        arrays = (inputs[0]._data, inputs[1]._data) if n == 2 else \
-            (inputs[0]._data,) if n == 1 else [x._data for x in inputs]
+        if n == 2 and not attrs:  # the most common call: its own short path
+            a, b = inputs[0]._data, inputs[1]._data
+            arrays = None
+        else:
+            arrays = (inputs[0]._data,) if n == 1 else [x._data for x in inputs]
     except AttributeError:
         bad = next(x for x in inputs if not isinstance(x, Tensor))
         raise TypeError(f"{op.name}: expected Tensor inputs, got {type(bad).__name__}") from None
-    if arrays:
-        xp = np if type(arrays[0]) is np.ndarray else xp_of(arrays[0])
+    if arrays is None:
+        xp = np if type(a) is np.ndarray else xp_of(a)
+        try:  # a plain call of a Python kernel costs ~150 ns less than one with `*arrays`
+            res = op.kernel(xp, a, b)
+        except (ValueError, IndexError, TypeError) as exc:
+            raise _kernel_error(op, inputs, attrs, exc) from exc
     else:
-        xp = attrs_xp(attrs)
-    try:  # a plain call of a Python kernel costs ~150 ns less than one with `*arrays`
-        if attrs or n > 2:
-            res = op.kernel(xp, *arrays, **attrs)
-        elif n == 2:
-            res = op.kernel(xp, arrays[0], arrays[1])
-        elif n == 1:
-            res = op.kernel(xp, arrays[0])
-        else:
-            res = op.kernel(xp)
-    except (ValueError, IndexError, TypeError) as exc:
-        raise error_type(OpError, type(exc))(
-            f"{op.name}: cannot apply to inputs ({describe(inputs)}) "
-            f"with {attrs or 'no attributes'}: {exc}") from exc
+        xp = (np if type(arrays[0]) is np.ndarray else xp_of(arrays[0])) if arrays \
+            else attrs_xp(attrs)
+        try:
+            res = op.kernel(xp, arrays[0]) if n == 1 and not attrs else \
+                op.kernel(xp, *arrays, **attrs)
+        except (ValueError, IndexError, TypeError) as exc:
+            raise _kernel_error(op, inputs, attrs, exc) from exc
     if op.num_outputs == 1:
         out = _wrap(res if type(res) is np.ndarray else as_array(xp, res))
         if op.view:  # views share the version counter, so in-place writes are seen
@@ -193,6 +243,13 @@ def _run_eager(op, inputs, attrs):
         for out in outs:
             out._version = inputs[0]._version
     return outs
+
+
+def _kernel_error(op, inputs, attrs, exc: Exception) -> Exception:
+    """The kernel's error as an `OpError` (still of its own type) naming the op and shapes."""
+    return error_type(OpError, type(exc))(
+        f"{op.name}: cannot apply to inputs ({describe(inputs)}) "
+        f"with {attrs or 'no attributes'}: {exc}")
 
 
 _wrap = Tensor._wrap

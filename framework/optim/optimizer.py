@@ -16,6 +16,7 @@ from ..creation import full
 from dualflow.grad_mode import enable_grad, no_grad
 from dualflow.mode import GRAPH as _GRAPH
 from dualflow.mode import get_mode
+from ..ops import dispatch
 from ..tensor import Tensor
 
 
@@ -112,16 +113,27 @@ class Optimizer:
         return loss
 
     def _step_all(self) -> None:
+        direct = self._update_arrays if self._update_arrays is not None and \
+            _defined_by(type(self), "_update") is _defined_by(type(self), "_update_arrays") \
+            and direct_updates_possible() else None
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
+                        continue
+                    if direct is not None and direct(p, self.state[p], group):
                         continue
                     grad = -p.grad if group.get("maximize", False) else p.grad
                     self._update(p, grad, self.state[p], group)
 
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict) -> None:
         raise NotImplementedError
+
+    # Optionally `_update_arrays(p, state, group) -> bool`: the update of an eager parameter done
+    # on its arrays with the very ufuncs `_update`'s ops run (no per-op dispatch, as PyTorch's
+    # foreach kernels), or False (nothing changed) where it does not apply. Used only while the
+    # class that defines it also defines the `_update` in force (a subclass's own is obeyed).
+    _update_arrays = None
 
     # ---- state_dict ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -236,6 +248,22 @@ def check_kernel_choices(foreach: bool | None = None, fused: bool | None = None,
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
     if fused and differentiable:
         raise RuntimeError("`fused` does not support `differentiable`")
+
+
+def _defined_by(cls: type, name: str) -> type:
+    return next(k for k in cls.__mro__ if name in vars(k))
+
+
+def direct_updates_possible() -> bool:
+    """Whether an update may skip the ops and run on the arrays: eager (no tracer), no profiler
+    timing in-place updates as ops, no autocast region open."""
+    return not dispatch.state.interpreters and dispatch.DIRECT_INPLACE is dispatch.EAGER and \
+        not dispatch.AUTOCAST_OPS
+
+
+def plain_numbers(*values) -> bool:
+    """Python ints and floats: what a direct update turns into 0-d arrays as the ops would."""
+    return all(type(v) is float or type(v) is int for v in values)
 
 
 def with_weight_decay(grad: Tensor, p: Tensor, weight_decay: float) -> Tensor:

@@ -1,8 +1,11 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..creation import zeros_like
-from .optimizer import Optimizer, check_kernel_choices, check_non_negative, with_weight_decay
+from .optimizer import (Optimizer, check_kernel_choices, check_non_negative, plain_numbers,
+                        with_weight_decay)
 
 
 class SGD(Optimizer):
@@ -32,3 +35,35 @@ class SGD(Optimizer):
             buf.mul_(momentum).add_(grad, alpha=1 if fresh else 1 - group["dampening"])
             grad = grad + buf * momentum if group["nesterov"] else buf
         p.sub_(grad * group["lr"])
+
+    def _update_arrays(self, p, state, group) -> bool:
+        """`_update` on NumPy arrays: each op's ufunc on the same operands in the same order
+        (Python numbers as 0-d arrays of the parameter's dtype, as promotion makes them), and
+        the same version bumps; tests/optim compare the two bit for bit."""
+        w, g = p._data, p.grad._data
+        lr, momentum, dampening, decay = (group[k] for k in
+                                          ("lr", "momentum", "dampening", "weight_decay"))
+        if type(w) is not np.ndarray or type(g) is not np.ndarray or g.dtype != w.dtype or \
+                g.shape != w.shape or group["maximize"] or \
+                not plain_numbers(lr, momentum, dampening, decay):
+            return False
+        buf = state.get("momentum_buffer")
+        if buf is not None and (type(buf._data) is not np.ndarray or buf._data.dtype != w.dtype
+                                or buf._data.shape != w.shape):
+            return False
+        dtype = w.dtype
+        if decay != 0:
+            g = np.add(g, np.multiply(w, np.asarray(decay, dtype)))
+        if momentum != 0:
+            fresh = buf is None
+            if fresh:
+                buf = state["momentum_buffer"] = zeros_like(p)
+            b = buf._data
+            np.multiply(b, np.asarray(momentum, dtype), out=b)
+            alpha = 1 if fresh else 1 - dampening
+            np.add(b, g if alpha == 1 else np.multiply(g, np.asarray(alpha, dtype)), out=b)
+            buf._version[0] += 2
+            g = np.add(g, np.multiply(b, np.asarray(momentum, dtype))) if group["nesterov"] else b
+        np.subtract(w, np.multiply(g, np.asarray(lr, dtype)), out=w)
+        p._version[0] += 1
+        return True

@@ -358,3 +358,174 @@ def test_record_keeps_what_the_properties_say_for_any_number_of_inputs(n, saves)
                 (kept2.shape, kept2.dtype, kept2.device, kept2.requires_grad)
         else:
             assert kept is kept2
+
+
+# ---- the process-wide departures count -----------------------------------------------------------
+def test_departures_count_grad_switches_and_pushed_interpreters():
+    assert dispatch.departures == 0  # at rest: `apply` reads no thread-local setting
+    with flow.no_grad():
+        assert dispatch.departures == 1
+        with flow.enable_grad():
+            assert dispatch.departures == 0
+        with flow.no_grad():  # already off: no second departure
+            assert dispatch.departures == 1
+    assert dispatch.departures == 0
+    flow.set_grad_enabled(False)
+    assert dispatch.departures == 1 and not flow.is_grad_enabled()
+    flow.set_grad_enabled(True)
+    with pytest.raises(ZeroDivisionError):
+        with flow.no_grad():
+            1 / 0
+    assert dispatch.departures == 0
+
+
+def test_departures_follow_every_change_of_the_interpreter_stack():
+    stack = dispatch._InterpreterStack()
+    changes = [(lambda s: s.append("a"), 1), (lambda s: s.extend("bc"), 2),
+               (lambda s: s.insert(0, "d"), 1), (lambda s: s.pop(), -1),
+               (lambda s: s.remove("d"), -1), (lambda s: s.__iadd__(["e"]), 1),
+               (lambda s: s.__setitem__(slice(0, 2), []), -2),
+               (lambda s: s.__imul__(3), 2), (lambda s: s.__delitem__(0), -1),
+               (lambda s: s.clear(), -2)]
+    for change, delta in changes:
+        before = dispatch.departures
+        change(stack)
+        assert dispatch.departures - before == delta
+    assert dispatch.departures == 0 and stack == []
+    with pytest.raises(AttributeError, match="append and pop"):
+        dispatch.state.interpreters = []
+
+
+def test_departures_while_tracing_and_ops_outside_the_trace_stay_eager():
+    seen = []
+
+    class G(flow.nn.Graph):
+        def build(self, x):
+            seen.append(dispatch.departures)
+            return x * 2
+
+    x = flow.tensor([1.0, 2.0], requires_grad=True)
+    np.testing.assert_array_equal(G()(x).numpy(), [2.0, 4.0])
+    assert seen and all(n > 0 for n in seen) and dispatch.departures == 0
+    y = x * 3
+    assert y.grad_fn is not None and y.grad_fn.op is arith.mul
+
+
+# ---- a leaf adopts a gradient nothing else holds -----------------------------------------------
+def _double_of_address(addresses):
+    """`2 * x` whose VJP notes where its fresh gradient's memory is (keeping no reference)."""
+    def vjp(g, out, x):
+        made = arith.mul(g, 2.0)
+        addresses.append(made._data.ctypes.data)
+        return (made,)
+    return OpDef("test_fast_paths_double", lambda xp, x: x * 2, saves=(), vjp=vjp)
+
+
+def test_a_fresh_gradient_is_adopted_and_equals_the_copy():
+    addresses = []
+    x = flow.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    _double_of_address(addresses)(x).sum().backward()
+    assert x.grad._data.ctypes.data == addresses[0]  # no copy
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+    assert x.grad.grad_fn is None and not x.grad.requires_grad
+
+
+def test_a_gradient_held_elsewhere_is_copied():
+    # the same tensor to two leaves (add's VJP), the user's seed passed through
+    x, z = flow.ones(3, requires_grad=True), flow.ones(3, requires_grad=True)
+    seed = flow.tensor([1.0, 2.0, 3.0])
+    (x + z).backward(seed)
+    for a, b in [(x.grad, z.grad), (x.grad, seed), (z.grad, seed)]:
+        assert not np.shares_memory(a._data, b._data)
+    # a VJP that returns a saved input
+    swap = OpDef("test_fast_paths_swap", lambda xp, x, y: x * y,
+                 vjp=lambda g, out, x, y: (y, x))
+    a, b = flow.tensor([2.0, 3.0], requires_grad=True), flow.tensor([5.0, 7.0])
+    swap(a, b).sum().backward()
+    assert not np.shares_memory(a.grad._data, b._data)
+    np.testing.assert_array_equal(a.grad.numpy(), [5.0, 7.0])
+    # a hook that keeps the gradient
+    kept, addresses = [], []
+    w = flow.ones(2, requires_grad=True)
+    w.register_hook(kept.append)
+    _double_of_address(addresses)(w).sum().backward()
+    assert w.grad is not kept[0] and not np.shares_memory(w.grad._data, kept[0]._data)
+
+
+def test_a_transposed_gradient_is_copied_in_c_order():
+    w = flow.ones(3, 2, requires_grad=True)
+    x = flow.tensor([[1.0, 2.0], [3.0, 4.0]])
+    flow.nn.functional.linear(x, w).sum().backward()
+    assert w.grad._data.flags.c_contiguous
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones((3, 1)) * [4.0, 6.0])
+
+
+def test_adopting_gradients_changes_no_value(monkeypatch):
+    def train():
+        flow.manual_seed(0)
+        net = flow.nn.Sequential(flow.nn.Conv2d(2, 4, 3), flow.nn.BatchNorm2d(4), flow.nn.ReLU(),
+                                 flow.nn.Flatten(), flow.nn.Linear(16, 3))
+        opt = flow.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        x = flow.from_numpy(np.random.default_rng(0).standard_normal((2, 2, 4, 4)).astype("f4"))
+        for _ in range(3):
+            opt.zero_grad()
+            net(x).square().mean().backward()
+            grads = [p.grad.numpy().copy() for p in net.parameters()]
+            opt.step()
+        return grads + [p.detach().numpy() for p in net.parameters()]
+
+    adopted = train()
+    monkeypatch.setattr(engine, "_sole_holders", lambda grads: [False] * len(grads))
+    for a, b in zip(adopted, train(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_linear_weight_gradient_on_a_sequence_is_one_contiguous_product():
+    """(..., m, k) @ W.T: W's gradient over all rows at once equals the float64 sum over the
+    batch, and comes out C-ordered (adopted, not copied)."""
+    rng = np.random.default_rng(0)
+    a, w, g = (rng.standard_normal(s) for s in [(3, 5, 4), (6, 4), (3, 5, 6)])
+    x, weight = flow.tensor(a, requires_grad=True), flow.tensor(w, requires_grad=True)
+    flow.nn.functional.linear(x, weight).backward(flow.tensor(g))
+    np.testing.assert_allclose(weight.grad.numpy(), np.einsum("btn,btk->nk", g, a), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), g @ w, rtol=1e-12)
+    assert weight.grad._data.flags.c_contiguous
+    flat = flow.tensor(a.reshape(15, 4), requires_grad=True)
+    w2 = flow.tensor(w, requires_grad=True)
+    flow.nn.functional.linear(flat, w2).backward(flow.tensor(g.reshape(15, 6)))
+    np.testing.assert_array_equal(weight.grad.numpy(), w2.grad.numpy())  # as the 2-d layer
+
+
+def test_a_linear_layer_on_a_sequence_trains_bit_identically_in_eager_and_graph_mode():
+    """The weight gradient is one 2-d product in eager mode as in the compiled graph (whose
+    simplify pass makes a batch sum of products one product): equal bits after two steps."""
+    x = flow.tensor(np.random.default_rng(1).standard_normal((4, 7, 5)).astype("f4"))
+
+    def trained(compiled: bool):
+        flow.manual_seed(0)
+        net = flow.nn.Sequential(flow.nn.Linear(5, 6), flow.nn.Tanh(), flow.nn.Linear(6, 3))
+        opt = flow.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+        class Step(flow.nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.net = net
+                self.add_optimizer(opt)
+
+            def build(self, x):
+                loss = self.net(x).square().mean()
+                loss.backward()
+                return loss
+
+        step = Step()
+        for _ in range(2):
+            if compiled:
+                step(x)
+            else:
+                opt.zero_grad()
+                net(x).square().mean().backward()
+                opt.step()
+        return [p.detach().numpy() for p in net.parameters()]
+
+    for a, b in zip(trained(False), trained(True), strict=True):
+        np.testing.assert_array_equal(a, b)
