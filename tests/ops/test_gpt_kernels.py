@@ -89,3 +89,23 @@ def test_float32_erf_is_within_its_stated_error_of_math_erf():
     assert np.mean(got == truth.astype(np.float32)) >= 0.97
     np.testing.assert_array_equal(unary._erf_kernel(np, -x), -got)
     assert np.all(unary._erf_kernel(np, np.float32([4.0, 7.5, np.inf])) == 1.0)
+
+
+@pytest.mark.parametrize("x_shape, mask_shape", [((2, 3, 4, 4), (4, 4)), ((4, 4), (2, 4, 4)),
+                                                 ((), ()), ((3, 1), (1, 5)), ((0, 4), (4,))])
+def test_masked_fill_copies_and_overwrites_like_numpy_where(x_shape, mask_shape):
+    from dualflow.ops.gather import _masked_fill_kernel
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    if x.size:
+        x.reshape(-1)[0] = np.nan
+    mask = rng.random(mask_shape) < 0.4
+    value = np.asarray(-np.inf, np.float32)
+    got = _masked_fill_kernel(np, x, mask, value)
+    want = np.where(mask, value, x)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert got is not x
+    t = flow.tensor(x)
+    assert np.array_equal(t.masked_fill(flow.tensor(mask), -np.inf).numpy(), want,
+                          equal_nan=True)
