@@ -79,20 +79,25 @@ def record(op, inputs, attrs, out) -> None:
         node.edges = ((x.grad_fn or x) if rx else None, (y.grad_fn or y) if ry else None)
         node.edge_nrs = (x._output_nr, y._output_nr)
         node.in_shapes = (sx, sy)
-        if saves is None or 0 in saves:
-            kx, vx = x, x._version[0]
-        else:  # the shared InputMeta of a NumPy input without a call (a call costs more)
-            kx = type(dx) is _ndarray and _METAS.get((sx, dx.dtype, rx)) or \
-                _input_meta(x, dx, sx, rx)
-            vx = None
-        if saves is None or 1 in saves:
-            ky, vy = y, y._version[0]
+        if saves == () and type(dx) is _ndarray and type(dy) is _ndarray:  # add, sub
+            node.saved = _PAIRS.get((sx, dx.dtype, rx, sy, dy.dtype, ry)) or \
+                _meta_pair(x, dx, sx, rx, y, dy, sy, ry)
+            node.versions = _UNSAVED_PAIR
         else:
-            ky = type(dy) is _ndarray and _METAS.get((sy, dy.dtype, ry)) or \
-                _input_meta(y, dy, sy, ry)
-            vy = None
-        node.saved = (kx, ky)
-        node.versions = (vx, vy)
+            if saves is None or 0 in saves:
+                kx, vx = x, x._version[0]
+            else:  # the shared InputMeta of a NumPy input without a call (a call costs more)
+                kx = type(dx) is _ndarray and _METAS.get((sx, dx.dtype, rx)) or \
+                    _input_meta(x, dx, sx, rx)
+                vx = None
+            if saves is None or 1 in saves:
+                ky, vy = y, y._version[0]
+            else:
+                ky = type(dy) is _ndarray and _METAS.get((sy, dy.dtype, ry)) or \
+                    _input_meta(y, dy, sy, ry)
+                vy = None
+            node.saved = (kx, ky)
+            node.versions = (vx, vy)
     else:
         saved, versions, edges, edge_nrs, in_shapes = [], [], [], [], []
         for i, x in enumerate(inputs):
@@ -161,10 +166,13 @@ _ndarray = np.ndarray
 _BY_NP = dt._BY_NP
 _FLOAT_NP = dt._FLOAT_NP
 # (shape, NumPy dtype, requires_grad) -> the InputMeta of a NumPy input: nodes share them (nothing
-# changes an InputMeta), so recording an input the VJP does not read is one dict lookup. Cleared
-# when full, so shapes that keep changing (a growing sequence) cannot grow it without bound.
+# changes an InputMeta), so recording an input the VJP does not read is one dict lookup; `_PAIRS`
+# holds the `saved` tuple of a two-input op that keeps neither (add, sub) for both inputs' facts.
+# Cleared when full, so shapes that keep changing (a growing sequence) cannot grow them unbounded.
 _METAS: dict = {}
+_PAIRS: dict = {}
 _METAS_MAX = 4096
+_UNSAVED_PAIR = (None, None)   # `versions` of a node that saves neither of its two inputs
 
 
 def _input_meta(x: Tensor, data, shape: tuple, requires_grad: bool) -> InputMeta:
@@ -183,6 +191,15 @@ def _input_meta(x: Tensor, data, shape: tuple, requires_grad: bool) -> InputMeta
         _METAS.clear()
     _METAS[(shape, data.dtype, requires_grad)] = meta
     return meta
+
+
+def _meta_pair(x: Tensor, dx, sx: tuple, rx: bool, y: Tensor, dy, sy: tuple, ry: bool) -> tuple:
+    """The shared `saved` tuple of two NumPy inputs that a VJP does not read, kept in `_PAIRS`."""
+    pair = (_input_meta(x, dx, sx, rx), _input_meta(y, dy, sy, ry))
+    if len(_PAIRS) >= _METAS_MAX:
+        _PAIRS.clear()
+    _PAIRS[(sx, dx.dtype, rx, sy, dy.dtype, ry)] = pair
+    return pair
 
 
 def rebase_inplace(target: Tensor, result: Tensor) -> None:

@@ -529,3 +529,18 @@ def test_a_linear_layer_on_a_sequence_trains_bit_identically_in_eager_and_graph_
 
     for a, b in zip(trained(False), trained(True), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("d", [d for d in DTYPES if d.is_floating_point], ids=lambda d: d.name)
+def test_two_unsaved_inputs_share_metas_that_match_the_properties(d, monkeypatch):
+    monkeypatch.setattr(engine, "_METAS_MAX", 2)  # the caches are cleared when full
+    for shape, grad in [((2, 3), False), ((2, 3), True), ((4,), True), ((2, 3), False)]:
+        w = flow.ones(*shape, dtype=d, requires_grad=True)
+        x = flow.ones(*shape, dtype=d, requires_grad=grad)
+        node = _unsaving(w, x).grad_fn
+        assert list(node.versions) == [None, None]
+        for a, t in zip(node.saved, (w, x), strict=True):
+            assert type(a) is engine.InputMeta
+            assert (a.shape, a.dtype, a.device, a.requires_grad) == \
+                (t.shape, t.dtype, t.device, t.requires_grad)
+    assert len(engine._PAIRS) <= 2 and len(engine._METAS) <= 2
