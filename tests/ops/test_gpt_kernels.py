@@ -109,3 +109,50 @@ def test_masked_fill_copies_and_overwrites_like_numpy_where(x_shape, mask_shape)
     t = flow.tensor(x)
     assert np.array_equal(t.masked_fill(flow.tensor(mask), -np.inf).numpy(), want,
                           equal_nan=True)
+
+
+@pytest.mark.parametrize("index_shape, table_shape, low", [
+    ((8, 64), (65, 16), 0), ((50,), (1000, 3), 0), ((3, 5), (4,), 0), ((2, 3), (5, 2, 3), 0),
+    ((200,), (2, 4), 0),      # a row repeated more than 64 times: add.at itself
+    ((40,), (9, 4), -9)])     # negative indices: add.at itself
+def test_index_backward_adds_repeated_rows_with_add_at_bits(index_shape, table_shape, low):
+    import sys
+    index_ops = sys.modules["dualflow.ops.index"]
+    rng = np.random.default_rng(4)
+    idx = rng.integers(low, table_shape[0], index_shape)
+    g = rng.standard_normal(index_shape + table_shape[1:]).astype(np.float32)
+    want = np.zeros(table_shape, np.float32)
+    np.add.at(want, idx, g)
+    got = index_ops._index_backward_kernel(np, g, idx, key=(index_ops.TENSOR,),
+                                           shape=table_shape)
+    np.testing.assert_array_equal(got, want)
+
+
+class _Embed(nn.Graph):
+    def __init__(self, emb):
+        super().__init__()
+        self.emb = emb
+
+    def build(self, idx, w):
+        loss = (self.emb(idx) * w).sum()
+        loss.backward()
+        return loss
+
+
+def test_embedding_gradient_matches_float64_sums_in_eager_and_graph():
+    rng = np.random.default_rng(5)
+    idx = rng.integers(0, 7, (4, 9))
+    w = rng.standard_normal((4, 9, 3)).astype(np.float32)
+    want = np.zeros((7, 3))
+    np.add.at(want, idx, w.astype(np.float64))
+    flow.manual_seed(0)
+    emb = nn.Embedding(7, 3)
+    (emb(flow.tensor(idx)) * flow.tensor(w)).sum().backward()
+    eager = emb.weight.grad.numpy().copy()
+    np.testing.assert_allclose(eager, want, rtol=1e-5, atol=1e-6)
+    emb.weight.grad = None
+    graph = _Embed(emb)
+    for _ in range(2):
+        emb.weight.grad = None
+        graph(flow.tensor(idx), flow.tensor(w))
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), eager)
