@@ -191,10 +191,23 @@ def _mean_kernel(xp, x, dim=None, keepdim=False):
     return x.mean(axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
+def _mean_specialize(xp, x, dim=None, keepdim=False):
+    """float32/float64 means on NumPy: the kernel's sum plan divided by the count, bound once
+    (LayerNorm's means at 64x128: 4.7 -> 2 us)."""
+    if xp.__name__ != "numpy" or not x.dtype.is_floating_point or x.dtype.np.itemsize < 4:
+        return None
+    shape = tuple(x.shape)
+    count = _count(shape, dim)
+    if count == 0:
+        return None
+    plan = _sum_specialize(xp, x, dim, keepdim)
+    return lambda a: plan(a) / count
+
+
 mean_op = defop("mean", widened(_mean_kernel), rules.reduce,
                 vjp=lambda g, out, x, dim=None, keepdim=False:
                 (_back(g, x, dim, keepdim) * (1.0 / max(_count(x.shape, dim), 1)),),
-                saves=(), onnx=_lower_mean)
+                saves=(), onnx=_lower_mean, specialize=_mean_specialize)
 
 
 def _prod_others(x, dim):

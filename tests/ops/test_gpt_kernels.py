@@ -156,3 +156,47 @@ def test_embedding_gradient_matches_float64_sums_in_eager_and_graph():
         emb.weight.grad = None
         graph(flow.tensor(idx), flow.tensor(w))
     np.testing.assert_array_equal(emb.weight.grad.numpy(), eager)
+
+
+@pytest.mark.parametrize("shape, dim, keepdim", [((1, 64, 128), (2,), True), ((3, 4, 5), (0, 2), False),
+                                                 ((6,), None, False), ((2, 3), (0,), True)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_compiled_mean_binds_the_kernels_arithmetic(shape, dim, keepdim, dtype):
+    """mean's specialization (what compiled code calls) gives the kernel's bits, and both agree
+    with a float64 mean."""
+    import sys
+    from dualflow.ops.opdef import TensorType
+    reduce_ops = sys.modules["dualflow.ops.reduce"]
+    x = np.random.default_rng(6).standard_normal(shape).astype(dtype)
+    fn = reduce_ops._mean_specialize(np, TensorType(shape, getattr(flow, dtype), None), dim,
+                                     keepdim)
+    want = reduce_ops._mean_kernel(np, x, dim=dim, keepdim=keepdim)
+    got = np.asarray(fn(x))
+    assert got.dtype == want.dtype and got.shape == np.shape(want)
+    np.testing.assert_array_equal(got, want)
+    tol = 1e-6 if dtype == "float32" else 1e-14
+    np.testing.assert_allclose(got, x.astype(np.float64).mean(axis=dim, keepdims=keepdim),
+                               rtol=tol, atol=tol)
+
+
+class _Norm(nn.Graph):
+    def __init__(self, ln):
+        super().__init__()
+        self.ln = ln
+
+    def build(self, x):
+        return self.ln(x)
+
+
+def test_compiled_layer_norm_is_eagers_and_matches_float64_formula():
+    x = flow.randn(2, 64, 128) * 3 + 1
+    ln = nn.LayerNorm(128)
+    with flow.no_grad():
+        nn.init.normal_(ln.weight)
+        eager = ln(x).numpy()
+        compiled = _Norm(ln)(x).numpy()
+    np.testing.assert_array_equal(compiled, eager)
+    a = x.numpy().astype(np.float64)
+    ref = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
+    ref = ref * ln.weight.detach().numpy() + ln.bias.detach().numpy()
+    np.testing.assert_allclose(eager, ref, rtol=1e-4, atol=1e-5)
