@@ -408,7 +408,12 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             node.saved = [s if isinstance(s, TensorType) else None for s in node.saved]
             node.out_saved = None
         in_grads = _fitted(node, in_grads)
-        sole = _sole_holders(in_grads) if adopt and not fresh else None
+        sole = None
+        if adopt and not fresh:
+            for e in node.edges:  # only a node with a leaf input delivers a first `.grad`
+                if e is not None and type(e) is not Node:
+                    sole = _sole_holders(in_grads)
+                    break
         for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
             if g is None:  # (an input that needs no gradient has no edge: its gradient is None)
                 if isinstance(edge, Node):
