@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -45,7 +46,7 @@ def _run(env_value: str | None) -> tuple:
     return out[0] == "True", float(out[1])
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc thresholds")
 def test_compiled_step_keeps_its_heap_and_stops_page_faulting():
     kept, faults = _run(None)
     assert kept and faults < 20
