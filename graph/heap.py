@@ -7,7 +7,9 @@ took 4,800 page faults, ~8 ms of a 50 ms step, where PyTorch's eager step takes 
 heap kept (large trim threshold, `mmap` only past 32 MiB) the step takes none; its peak
 resident memory is unchanged, the memory stays resident between steps instead, as a caching
 allocator's does. Applied once per process, when the first graph compiles, only where the C
-library is glibc; `DUALFLOW_KEEP_HEAP=0` leaves malloc as it is.
+library is glibc; `DUALFLOW_KEEP_HEAP=0` leaves malloc as it is, and so does any threshold the
+user set for glibc in the environment (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`,
+`MALLOC_TOP_PAD_`: benchmarks/memory.py pins them to measure each step's peak).
 """
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ MMAP_THRESHOLD = 32 << 20    # glibc's largest accepted value on 64-bit systems
 TRIM_THRESHOLD = 128 << 20
 
 _state = {"done": False, "applied": False}
+USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
 
 
 def keep_freed_heap() -> bool:
     """Set glibc's thresholds once; True when they are in force."""
     if not _state["done"]:
         _state["done"] = True
-        _state["applied"] = os.environ.get("DUALFLOW_KEEP_HEAP", "1") != "0" and _mallopt()
+        wanted = os.environ.get("DUALFLOW_KEEP_HEAP", "1") != "0"
+        user_set = any(name in os.environ for name in USER_SETTINGS)
+        _state["applied"] = wanted and not user_set and _mallopt()
     return _state["applied"]
 
 

@@ -36,11 +36,12 @@ print(heap.keep_freed_heap(), faults)
 """
 
 
-def _run(env_value: str | None) -> tuple:
-    env = dict(os.environ)
+def _run(env_value: str | None, **malloc_env: str) -> tuple:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.pop("DUALFLOW_KEEP_HEAP", None)
     if env_value is not None:
         env["DUALFLOW_KEEP_HEAP"] = env_value
+    env.update(malloc_env)
     out = subprocess.run([sys.executable, "-c", _STEP], env=env, capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
     return out[0] == "True", float(out[1])
@@ -51,4 +52,11 @@ def test_compiled_step_keeps_its_heap_and_stops_page_faulting():
     kept, faults = _run(None)
     assert kept and faults < 20
     kept, faults = _run("0")   # opted out: malloc as it was, and the fresh pages show up
+    assert not kept and faults > 200
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc thresholds")
+def test_thresholds_the_user_set_are_left_alone():
+    """benchmarks/memory.py pins glibc's thresholds to see each step's peak: they must hold."""
+    kept, faults = _run(None, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
     assert not kept and faults > 200
