@@ -23,6 +23,7 @@ from dualflow.ops import core as core_ops
 from dualflow.ops.dispatch import state
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
+from dualflow.utils.heap import keep_freed_heap
 
 from . import anomaly, post_accumulate
 
@@ -314,6 +315,7 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
     `capture` maps id(tensor) -> None for `autograd.grad`: those tensors' gradients are stored in
     it instead of (or, for leaves, as well as being withheld from) `.grad`.
     """
+    keep_freed_heap()
     prev_mode, prev_retain = state.grad_enabled, _walk_state.retain_graph
     state.grad_enabled = create_graph
     _walk_state.retain_graph = retain_graph

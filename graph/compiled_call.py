@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from dualflow.utils.heap import keep_freed_heap
+
 from .cache import GraphCache
 from .dynamic import DynamicShapes
-from .heap import keep_freed_heap
 
 
 class CompiledCall(GraphCache):

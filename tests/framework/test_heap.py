@@ -1,5 +1,6 @@
-"""A compiled step reuses the C heap's memory instead of page-faulting fresh pages every call
-(graph/heap.py). Each case runs in its own process: the setting is process-wide."""
+"""A training step, compiled or eager, reuses the C heap's memory instead of page-faulting fresh
+pages every call (dualflow/utils/heap.py). Each case runs in its own process: the setting is
+process-wide."""
 from __future__ import annotations
 
 import os
@@ -10,9 +11,9 @@ import sys
 import pytest
 
 _STEP = """
-import resource, numpy as np, dualflow as flow
+import resource, sys, numpy as np, dualflow as flow
 from dualflow import nn
-from dualflow.graph import heap
+from dualflow.utils import heap
 
 class Step(nn.Graph):   # a training step: activations of 128-512 KiB, freed at varied times
     def __init__(self):
@@ -26,6 +27,11 @@ class Step(nn.Graph):   # a training step: activations of 128-512 KiB, freed at 
         return loss
 
 step, x = Step(), flow.randn(256, 128)
+if sys.argv[1] == "eager":
+    def step(x, net=step.net, opt=flow.optim.SGD(step.net.parameters(), lr=0.01, momentum=0.9)):
+        opt.zero_grad()
+        net(x).square().mean().backward()
+        opt.step()
 for _ in range(3):
     step(x)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -36,22 +42,23 @@ print(heap.keep_freed_heap(), faults)
 """
 
 
-def _run(env_value: str | None, **malloc_env: str) -> tuple:
+def _run(env_value: str | None, mode: str = "graph", **malloc_env: str) -> tuple:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.pop("DUALFLOW_KEEP_HEAP", None)
     if env_value is not None:
         env["DUALFLOW_KEEP_HEAP"] = env_value
     env.update(malloc_env)
-    out = subprocess.run([sys.executable, "-c", _STEP], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _STEP, mode], env=env, capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
     return out[0] == "True", float(out[1])
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc thresholds")
-def test_compiled_step_keeps_its_heap_and_stops_page_faulting():
-    kept, faults = _run(None)
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_training_step_keeps_its_heap_and_stops_page_faulting(mode):
+    kept, faults = _run(None, mode)
     assert kept and faults < 20
-    kept, faults = _run("0")   # opted out: malloc as it was, and the fresh pages show up
+    kept, faults = _run("0", mode)   # opted out: malloc as it was, and the fresh pages show up
     assert not kept and faults > 200
 
 

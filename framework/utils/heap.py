@@ -1,15 +1,16 @@
-"""Compiled steps keep the C heap's freed memory instead of handing it back to the system.
+"""Training steps keep the C heap's freed memory instead of handing it back to the system.
 
-A compiled training step frees and reallocates the same arrays on every call. glibc returns
-the top of its heap to the kernel once more than `M_TRIM_THRESHOLD` is free and serves large
-requests with fresh `mmap`s, so each step touches new pages again: GPT's nn.Graph step (batch 8)
-took 4,800 page faults, ~8 ms of a 50 ms step, where PyTorch's eager step takes 70. With the
-heap kept (large trim threshold, `mmap` only past 32 MiB) the step takes none; its peak
-resident memory is unchanged, the memory stays resident between steps instead, as a caching
-allocator's does. Applied once per process, when the first graph compiles, only where the C
-library is glibc; `DUALFLOW_KEEP_HEAP=0` leaves malloc as it is, and so does any threshold the
-user set for glibc in the environment (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`,
-`MALLOC_TOP_PAD_`: benchmarks/memory.py pins them to measure each step's peak).
+A training step, eager or compiled, frees and reallocates the same arrays on every call. glibc
+returns the top of its heap to the kernel once more than `M_TRIM_THRESHOLD` is free and serves
+large requests with fresh `mmap`s, so each step touches new pages again: GPT's nn.Graph step
+(batch 8) took 4,800 page faults, ~8 ms of a 50 ms step (eager: ~3,800 faults, ~5 ms), where
+PyTorch's eager step takes 70. With the heap kept (large trim threshold, `mmap` only past
+32 MiB) the step takes none; its peak resident memory is unchanged, the memory stays resident
+between steps instead, as a caching allocator's does. Applied once per process, at the first
+backward or graph compile, only where the C library is glibc; `DUALFLOW_KEEP_HEAP=0` leaves
+malloc as it is, and so does any threshold the user set for glibc in the environment
+(`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_`: benchmarks/memory.py
+pins them to measure each step's peak).
 """
 from __future__ import annotations
 
