@@ -32,6 +32,7 @@ from .opdef import TensorType, defop, not_exportable
 from .reduce import mean, sum_fn
 from .rules import ShapeError, broadcast_shapes
 from .shape import reshape, squeeze, unsqueeze
+from .softmax_rows import blocked, log_softmax_rows, softmax_grad_rows
 from .unary import abs_, exp, log
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -156,7 +157,7 @@ def _targets(xp, target, ignore_index: int, classes: int):
 
 
 def _cross_entropy_kernel(xp, x, target, ignore_index, reduction):
-    logp = _log_softmax_kernel(xp, x, 1)
+    logp = log_softmax_rows(x) if blocked(x) else _log_softmax_kernel(xp, x, 1)
     valid, safe, count = _targets(xp, target, ignore_index, x.shape[1])
     picked = logp.reshape(-1)[_row_starts(xp, *x.shape) + safe]
     if valid is not None:  # -0.0: an ignored row's loss is +0 once negated
@@ -170,9 +171,18 @@ def _cross_entropy_kernel(xp, x, target, ignore_index, reduction):
 
 
 def _cross_entropy_backward_kernel(xp, g, logp, target, ignore_index, reduction):
-    grad = xp.exp(logp, out=xp.empty(logp.shape, logp.dtype))  # C-contiguous: a flat view
     valid, safe, count = _targets(xp, target, ignore_index, logp.shape[1])
-    grad.reshape(-1)[_row_starts(xp, *logp.shape) + safe] -= 1
+    flat_targets = _row_starts(xp, *logp.shape) + safe
+    scale = _row_scale(xp, g, valid, count, reduction)
+    if blocked(logp):
+        return softmax_grad_rows(logp, flat_targets, scale)
+    grad = xp.exp(logp, out=xp.empty(logp.shape, logp.dtype))  # C-contiguous: a flat view
+    grad.reshape(-1)[flat_targets] -= 1
+    return xp.multiply(grad, scale, out=grad)
+
+
+def _row_scale(xp, g, valid, count: int, reduction: str):
+    """What each row of exp(logp) - onehot is multiplied by: a scalar or an (N, 1) column."""
     if reduction == "none":
         scale = g[:, None]
     elif reduction == "sum":
@@ -185,7 +195,7 @@ def _cross_entropy_backward_kernel(xp, g, logp, target, ignore_index, reduction)
         scale = g / max(count, 1)
     if valid is not None:
         scale = scale * valid[:, None]
-    return xp.multiply(grad, scale, out=grad)
+    return scale
 
 
 def _check_cross_entropy(op: str, x: TensorType, target: TensorType, reduction: str) -> None:
