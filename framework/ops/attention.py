@@ -18,16 +18,21 @@ from .reduce import all_op
 from .shape import reshape, transpose, unsqueeze
 
 
-def _causal_mask(query, key):
-    """(L, S) bool, True on and below the diagonal (top-left aligned, as PyTorch). With a
-    symbolic length (dynamic axes) it is built from aranges, so compiled code makes it at each
-    call's length instead of keeping the traced one as a constant."""
+def _causal_bias(query, key, dtype):
+    """(L, S) additive mask: 0 on and below the diagonal (top-left aligned), -inf above, as
+    PyTorch's math backend adds it. An add, unlike masked_fill, fuses into the score product's
+    epilogue in compiled code and passes the gradient through unchanged (two passes over the
+    scores fewer a layer); kept scores keep their bits (x + 0). With a symbolic length (dynamic
+    axes) it is built from aranges, so compiled code makes it at each call's length instead of
+    keeping the traced one as a constant."""
     from ..creation import arange, tensor
     rows, cols = query.shape[-2], key.shape[-2]
     if getattr(rows, "is_symbolic", False) or getattr(cols, "is_symbolic", False):
-        return ge(unsqueeze(arange(rows, device=query.device), 1),
+        keep = ge(unsqueeze(arange(rows, device=query.device), 1),
                   unsqueeze(arange(cols, device=query.device), 0))
-    return tensor(np.tril(np.ones((rows, cols), dtype=bool)), device=query.device)
+        return where(keep, 0.0, -math.inf).to(dtype)
+    bias = np.where(np.tril(np.ones((rows, cols), dtype=bool)), 0.0, -np.inf)
+    return tensor(bias.astype(dtype.np), device=query.device)
 
 
 def _repeat_heads(t, times: int):
@@ -69,8 +74,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = matmul(query, transpose(key, -2, -1)) * scale
     if is_causal:
-        attn_mask = _causal_mask(query, key)
-    if attn_mask is not None:
+        scores = scores + _causal_bias(query, key, scores.dtype)
+    elif attn_mask is not None:
         if attn_mask.dtype.name == "bool":
             scores = masked_fill(scores, logical_not(attn_mask), -math.inf)
         else:

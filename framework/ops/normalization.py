@@ -47,8 +47,9 @@ def _softmax_kernel(xp, x, dim):
     v, axis = _softmax_axis(x, dim)
     if v.shape[axis] == 0:
         return x.copy()
-    e = xp.exp(v - _max_along(xp, v, axis))
-    return (e / float_sum(xp, e, (axis,), True)).reshape(x.shape)
+    e = v - _max_along(xp, v, axis)
+    xp.exp(e, out=e)  # one buffer for every pass: the same bits, two allocations fewer
+    return xp.divide(e, float_sum(xp, e, (axis,), True), out=e).reshape(x.shape)
 
 
 def _log_softmax_kernel(xp, x, dim):

@@ -224,7 +224,8 @@ def test_a_generate_loop_compiles_at_most_twice():
     np.testing.assert_array_equal(graph, eager)
     assert cache_info(model)["traces"] == 2     # length 3, then every length from 4 on
     text = str(graph_cache(model).newest.exe.graph)
-    assert "arange[start=0 end=s0" in text and "bool[s0,s0]" in text   # the causal mask
+    # the causal mask, made from the length and added in the score product's epilogue
+    assert "arange[start=0 end=s0" in text and "fused_matmul[body=mul+ge+where+add]" in text
     # logits at every length equal a graph specialised to that length
     for t in (4, 9, 13):
         idx = flow.tensor(eager[:, :t])
