@@ -5,10 +5,11 @@ cache instead of memory.
 The language model's loss is over (700, 10000) float32 scores, 28 MB: whole-matrix NumPy calls
 stream it through memory on every pass and allocate 28 MB temporaries. Blocked, one
 block-sized temporary does (in the compiled training step, forward and backward together
-10.5 -> 9.3 ms CPU; a lone call, which also pays the temporaries' page faults, 12.5 -> 6). Every row goes through the same calls
-as in `_log_softmax_kernel`; only a row sum's last bit may differ, because BLAS sums the rows
-at the tail of a matrix (or of a thread's share) with another kernel. Eager and compiled
-graphs both call these functions, so they stay bit-identical to each other.
+10.5 -> 9.3 ms CPU; a lone call, which also pays the temporaries' page faults, 12.5 -> 6).
+Every row goes through the same calls as in `_log_softmax_kernel`; only a row sum's last bit
+may differ, because BLAS sums the rows at the tail of a matrix (or of a thread's share) with
+another kernel. Eager and compiled graphs both call these functions, so they stay
+bit-identical to each other.
 """
 from __future__ import annotations
 
