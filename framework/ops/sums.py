@@ -4,9 +4,11 @@ NumPy's `add.reduce` over the leading axis of a (32, 128) float32 array takes 1.
 with ones 0.5 µs; over (512, 128) 10 vs 2.5 µs; over the trailing axis of (4096, 10) far more
 (`python benchmarks/kernels.py`). Those are the sums training runs on every step: bias gradients
 (leading axes) and softmax denominators (the trailing axis). The result is as accurate (the
-errors against float64 were equal or smaller on every measured shape) and does not depend on
-alignment or on the BLAS thread count (checked); eager kernels and compiled graphs call the same
-plan, so both modes stay bit-identical. Full reductions keep `add.reduce`: a BLAS dot splits long
+errors against float64 were equal or smaller on every measured shape). A row's last bit may
+depend on where the row sits and on the BLAS thread count: OpenBLAS's gemv splits rows between
+threads and finishes the last rows in a tail loop (a (301, 10000) float32 sum with 2 threads
+differs from 1 thread in rows 148-149 and 299-300). Eager kernels and compiled graphs call the
+same plan on the same arrays under the same thread settings, so both modes stay bit-identical. Full reductions keep `add.reduce`: a BLAS dot splits long
 vectors across threads. float16 and bfloat16 are summed in float32 and rounded back, as PyTorch
 does (ops/precision.py): the plan widens them, so compiled graphs, which bind it, widen too.
 """
