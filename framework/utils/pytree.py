@@ -41,42 +41,47 @@ def flatten(obj, what: str = "value") -> tuple[list, object]:
     """(tensor leaves, tree) of a result. Numbers, strings and None are kept in the tree as they
     are; any other non-container value raises a clear error naming where it sits."""
     leaves: list = []
+    return leaves, _flatten_into(obj, "", leaves, what)
 
-    def walk(o, path):
-        if isinstance(o, Tensor):
-            leaves.append(o)
-            return _LEAF
-        if isinstance(o, (tuple, list)):
-            kind = type(o) if _is_namedtuple(o) else (tuple if isinstance(o, tuple) else list)
-            return (kind, tuple(walk(x, f"{path}[{i}]") for i, x in enumerate(o)))
-        if isinstance(o, dict):
-            return (dict, tuple(o.keys()), tuple(walk(v, f"{path}[{k!r}]") for k, v in o.items()))
-        if o is None:
-            return _NONE
-        if isinstance(o, (bool, int, float, complex, str)):
-            return ("S", o)
-        raise TypeError(f"{what}{path} is a {type(o).__name__}; a graph can only return tensors "
-                        "(or nested tuples/lists/dicts of tensors and numbers)")
-    return leaves, walk(obj, "")
+
+def _flatten_into(o, path: str, leaves: list, what: str):
+    # module-level recursion, like the helpers below: a recursive closure is a reference cycle
+    # that keeps the leaves alive until the next garbage collection
+    if isinstance(o, Tensor):
+        leaves.append(o)
+        return _LEAF
+    if isinstance(o, (tuple, list)):
+        kind = type(o) if _is_namedtuple(o) else (tuple if isinstance(o, tuple) else list)
+        return (kind, tuple(_flatten_into(x, f"{path}[{i}]", leaves, what)
+                            for i, x in enumerate(o)))
+    if isinstance(o, dict):
+        return (dict, tuple(o.keys()), tuple(_flatten_into(v, f"{path}[{k!r}]", leaves, what)
+                                             for k, v in o.items()))
+    if o is None:
+        return _NONE
+    if isinstance(o, (bool, int, float, complex, str)):
+        return ("S", o)
+    raise TypeError(f"{what}{path} is a {type(o).__name__}; a graph can only return tensors "
+                    "(or nested tuples/lists/dicts of tensors and numbers)")
 
 
 def unflatten(tree, leaves: list):
     if tree is _LEAF or tree[0] == "T":   # a single tensor: every call of a one-output graph
         return leaves[0]
-    it = iter(leaves)
+    return _build(tree, iter(leaves))
 
-    def build(t):
-        tag = t[0]
-        if tag == "T":
-            return next(it)
-        if tag == "N":
-            return None
-        if tag == "S":
-            return t[1]
-        if tag is dict:
-            return {k: build(s) for k, s in zip(t[1], t[2])}
-        return _rebuild(tag, [build(s) for s in t[1]])
-    return build(tree)
+
+def _build(t, it):
+    tag = t[0]
+    if tag == "T":
+        return next(it)
+    if tag == "N":
+        return None
+    if tag == "S":
+        return t[1]
+    if tag is dict:
+        return {k: _build(s, it) for k, s in zip(t[1], t[2])}
+    return _rebuild(tag, [_build(s, it) for s in t[1]])
 
 
 def _static_key(o):
@@ -95,21 +100,25 @@ def _static_key(o):
 def flatten_args(args) -> tuple[list, tuple]:
     """(tensor leaves, structure key) of call arguments; the key holds the containers and every
     non-tensor value, not the tensors (their types join the key in `trace.signature`)."""
-    leaves: list = []
-
-    def walk(o):
-        if isinstance(o, Tensor):
-            leaves.append(o)
-            return _LEAF
-        if isinstance(o, (tuple, list)):
-            return (type(o), tuple(walk(x) for x in o))
-        if isinstance(o, dict):
-            return (dict, tuple((_static_key(k), walk(v)) for k, v in o.items()))
-        return _static_key(o)
     if all(isinstance(a, Tensor) for a in args):   # the usual call: tensors only
-        leaves = list(args)
-        return leaves, ("flat", len(leaves))
-    return leaves, tuple(walk(a) for a in args)
+        return list(args), ("flat", len(args))
+    leaves: list = []
+    return leaves, tuple(_walk_args(a, leaves) for a in args)
+
+
+def _walk_args(o, leaves: list):
+    """`o`'s structure key, its tensors appended to `leaves`. A module-level function, not a
+    closure: a recursive closure is a reference cycle that kept every call's argument tensors
+    alive until the next garbage collection (a GRAPH-mode loss call held its 28 MB logits
+    through backward)."""
+    if isinstance(o, Tensor):
+        leaves.append(o)
+        return _LEAF
+    if isinstance(o, (tuple, list)):
+        return (type(o), tuple(_walk_args(x, leaves) for x in o))
+    if isinstance(o, dict):
+        return (dict, tuple((_static_key(k), _walk_args(v, leaves)) for k, v in o.items()))
+    return _static_key(o)
 
 
 def map_tensors(obj, fn):
