@@ -331,7 +331,6 @@ def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph,
     """`owned`: the gradient is a new tensor nothing else refers to (the VJP's `fresh_grads`, or
     `_sole_holders`), so a first gradient is adopted as `.grad` rather than copied, unless the
     leaf's hooks saw it (they may keep it)."""
-    given = grad
     grad = _run_hooks(leaf, grad)
     if capture is not None and id(leaf) in capture:
         prev = capture[id(leaf)]

@@ -97,7 +97,7 @@ def _fused_matmul(body, xp, two_dim: bool, shape=None):
     mm, epilogue = xp.dot if two_dim else partial(matmul_op.kernel, xp), body.function(xp, alias=0)
 
     def fused_matmul(a, b, *extra, out=None, scratch=None):
-        r = mm(a, b, out=out) if shape is None else product_as(mm, a, b, out, shape)
+        r = product_as(mm, a, b, out, shape)
         if scratch is None:
             return epilogue(r, *extra, out=r)
         return epilogue(r, *extra, out=r, scratch=scratch)

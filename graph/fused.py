@@ -185,8 +185,10 @@ def _elementwise_infer(*types, body: FusedBody) -> TensorType:
 
 
 def product_as(mm, a, b, out, shape):
-    """mm(a, b) viewed in `shape` (the epilogue's), written into `out` (of that shape) when it
-    is given and C-ordered, so the product is seen through a view of it."""
+    """mm(a, b) viewed in `shape` (the epilogue's; None: the product's own), written into `out`
+    (of that shape) when it is given and C-ordered, so the product is seen through a view of it."""
+    if shape is None:
+        return mm(a, b, out=out)
     if out is None or not out.flags.c_contiguous:
         r = mm(a, b).reshape(shape)
         if out is not None:
@@ -200,7 +202,7 @@ def product_as(mm, a, b, out, shape):
 def _matmul_kernel(xp, a, b, *extra, body: FusedBody, out=None, shape=None):
     from dualflow.ops.linalg import matmul_op
     mm = partial(matmul_op.kernel, xp)
-    r = mm(a, b, out=out) if shape is None else product_as(mm, a, b, out, shape)
+    r = product_as(mm, a, b, out, shape)
     return body.function(xp, alias=0)(r, *extra, out=r)
 
 
