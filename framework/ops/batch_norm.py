@@ -32,13 +32,18 @@ def reduced_axes(ndim: int) -> tuple:
     return (0,) + tuple(range(2, ndim))
 
 
-def _per_channel(t, ndim: int):
-    """A (C,) tensor reshaped to (1, C, 1, ...) against an ndim-d (N, C, *) input."""
-    return reshape(t, (1, t.shape[0]) + (1,) * (ndim - 2))
+def channel_shape(input) -> tuple:
+    """(1, C, 1, ...): a per-channel (C,) tensor's shape against an (N, C, *) input."""
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def _per_channel(t, x):
+    """A (C,) tensor reshaped to broadcast against the (N, C, *) input x."""
+    return reshape(t, channel_shape(x))
 
 
 def _batch_norm_train_kernel(xp, x, weight, bias, eps):
-    axes, shape = reduced_axes(x.ndim), (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    axes, shape = reduced_axes(x.ndim), channel_shape(x)
     count = x.size // x.shape[1]
     mean = float_sum(xp, x, axes, True) / count
     centered = x - mean
@@ -72,23 +77,23 @@ def _batch_norm_train_vjp(grads, outs, x, weight, bias, eps):
     g, g_mean, g_var = grads
     _, mean, var = outs
     nd, count = x.ndim, x.numel() // x.shape[1]
-    centered = sub(x, _per_channel(mean, nd))
+    centered = sub(x, _per_channel(mean, x))
     gx = gweight = gbias = None
     if g is not None:
         rstd = rsqrt(add(var, eps))
-        xhat = mul(centered, _per_channel(rstd, nd))
+        xhat = mul(centered, _per_channel(rstd, x))
         gbias = sum_fn(g, reduced_axes(nd))
         gweight = sum_fn(mul(g, xhat), reduced_axes(nd))
         if x.requires_grad:
-            correction = add(mul(xhat, _per_channel(div(gweight, count), nd)),
-                             _per_channel(div(gbias, count), nd))
-            gx = mul(sub(g, correction), _per_channel(mul(weight, rstd), nd))
+            correction = add(mul(xhat, _per_channel(div(gweight, count), x)),
+                             _per_channel(div(gbias, count), x))
+            gx = mul(sub(g, correction), _per_channel(mul(weight, rstd), x))
     if x.requires_grad:
         if g_var is not None:
-            term = mul(centered, _per_channel(mul(g_var, 2 / count), nd))
+            term = mul(centered, _per_channel(mul(g_var, 2 / count), x))
             gx = term if gx is None else add(gx, term)
         if g_mean is not None:
-            term = _per_channel(div(g_mean, count), nd)
+            term = _per_channel(div(g_mean, count), x)
             gx = broadcast_to(term, shape=tuple(x.shape)) if gx is None else add(gx, term)
     return (gx, gweight if weight.requires_grad else None,
             gbias if bias.requires_grad else None)

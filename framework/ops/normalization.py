@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .arith import mul, sub
-from .batch_norm import batch_norm_train
+from .batch_norm import batch_norm_train, channel_shape, reduced_axes
 from .opdef import defop
 from .precision import in_float32, widened
 from .reduce import mean, sum_fn
@@ -168,11 +168,6 @@ def check_per_channel(op: str, input, **tensors) -> None:
                              f"input {tuple(input.shape)}")
 
 
-def channel_shape(input) -> tuple:
-    """(1, C, 1, ...): a per-channel (C,) tensor's shape against an (N, C, *) input."""
-    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
-
-
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalisation over (N, C, *): batch statistics in training (and the running ones
@@ -198,7 +193,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             and weight.dtype is input.dtype and bias.dtype is input.dtype:
         y, mu, var = batch_norm_train(input, weight, bias, eps=float(eps))
     else:  # no affine parameters, or a low-precision input: the composite
-        y, mu, var = _normalize(input, (0,) + tuple(range(2, input.ndim)), eps)
+        y, mu, var = _normalize(input, reduced_axes(input.ndim), eps)
         y = affine(y, weight, bias, shape)
     with no_grad():
         if running_mean is not None:
