@@ -18,6 +18,7 @@ from .core import to_dtype
 from .dispatch import _promote
 from .fused_code import CpuTemplate, by_kernel, cuda_rule, ufunc, where_lines
 from .opdef import TensorType, defop
+from .select_bits import where_kernel
 
 _ORDERED = dict(promote=True, elementwise=True)
 _BIN = dict(promote=True, elementwise=True, out_arg=True)
@@ -101,7 +102,7 @@ def _where_rule(c, x, y):
 
 
 where_op = defop(
-    "where", lambda xp, c, x, y: xp.where(c, x, y), _where_rule,
+    "where", where_kernel, _where_rule,
     vjp=lambda g, out, c, x, y: (None, _grad_if(x, lambda: where(c, g, 0)),
                                  _grad_if(y, lambda: where(c, 0, g))),
     saves=(0,), elementwise=True, onnx=lambda ctx, node: ctx.emit("Where", ctx.inputs(node)),
