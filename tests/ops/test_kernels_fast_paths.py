@@ -127,13 +127,13 @@ def _erf_points(rng):
                            np.linspace(3.8, 12, 2_000)])
 
 
-def test_erf_float32_is_within_float32_rounding_of_math_erf():
+def test_erf_float32_is_within_a_few_float32_ulp_of_math_erf():
     from dualflow.ops.unary import _erf_kernel
     x = _erf_points(np.random.default_rng(2)).astype(np.float32)
     got = _erf_kernel(np, x)
     assert got.dtype == np.float32
     truth = _erf_reference(x)
-    assert np.max(np.abs(got - truth) / np.abs(truth)) <= 2e-7
+    assert np.max(np.abs(got - truth) / np.abs(truth)) <= 4.1e-7
 
 
 def test_erf_float64_keeps_its_accuracy_and_special_values():
