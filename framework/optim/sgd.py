@@ -51,19 +51,45 @@ class SGD(Optimizer):
         if buf is not None and (type(buf._data) is not np.ndarray or buf._data.dtype != w.dtype
                                 or buf._data.shape != w.shape):
             return False
-        dtype = w.dtype
-        if decay != 0:
-            g = np.add(g, np.multiply(w, np.asarray(decay, dtype)))
-        if momentum != 0:
-            fresh = buf is None
-            if fresh:
-                buf = state["momentum_buffer"] = zeros_like(p)
-            b = buf._data
-            np.multiply(b, np.asarray(momentum, dtype), out=b)
-            alpha = 1 if fresh else 1 - dampening
-            np.add(b, g if alpha == 1 else np.multiply(g, np.asarray(alpha, dtype)), out=b)
+        fresh = momentum != 0 and buf is None
+        if fresh:
+            buf = state["momentum_buffer"] = zeros_like(p)
+        alpha = 1 if fresh else 1 - dampening
+        dtype, b = w.dtype, None if momentum == 0 else buf._data
+        numbers = (np.asarray(lr, dtype), np.asarray(momentum, dtype),
+                   None if alpha == 1 else np.asarray(alpha, dtype),
+                   np.asarray(decay, dtype) if decay else None, group["nesterov"])
+        if w.size <= _BLOCK or not (w.flags.c_contiguous and g.flags.c_contiguous and
+                                    (b is None or b.flags.c_contiguous)):
+            _update_block(w, g, b, *numbers)
+        else:
+            for pieces in _blocks(w, g, b):
+                _update_block(*pieces, *numbers)
+        if b is not None:
             buf._version[0] += 2
-            g = np.add(g, np.multiply(b, np.asarray(momentum, dtype))) if group["nesterov"] else b
-        np.subtract(w, np.multiply(g, np.asarray(lr, dtype)), out=w)
         p._version[0] += 1
         return True
+
+
+_BLOCK = 1 << 16  # elements a block: its four arrays (1 MiB) stay in L2 across the ufuncs
+
+
+def _blocks(w, g, b):
+    """Matching flat pieces of `_BLOCK` elements of C-ordered w, g and b (None stays None), so
+    each piece's passes run in cache."""
+    flat = [None if a is None else a.reshape(-1) for a in (w, g, b)]
+    for start in range(0, w.size, _BLOCK):
+        yield [None if a is None else a[start:start + _BLOCK] for a in flat]
+
+
+def _update_block(w, g, b, lr, momentum, alpha, decay, nesterov: bool) -> None:
+    """`SGD._update`'s ufuncs on one block of a parameter (w), its gradient (g) and momentum
+    buffer (b, None without momentum); the numbers are 0-d arrays of w's dtype, alpha and decay
+    None where they change nothing."""
+    if decay is not None:
+        g = np.add(g, np.multiply(w, decay))
+    if b is not None:
+        np.multiply(b, momentum, out=b)
+        np.add(b, g if alpha is None else np.multiply(g, alpha), out=b)
+        g = np.add(g, np.multiply(b, momentum)) if nesterov else b
+    np.subtract(w, np.multiply(g, lr), out=w)

@@ -6,23 +6,26 @@ import pytest
 import dualflow as flow
 from dualflow import optim
 from dualflow.ops import dispatch
+from dualflow.optim import sgd
 
 CONFIGS = [dict(momentum=0.0), dict(momentum=0.9), dict(momentum=0.9, dampening=0.25),
            dict(momentum=0.9, nesterov=True), dict(momentum=0.8, weight_decay=0.05),
            dict(momentum=0.0, weight_decay=0.1), dict(momentum=1, lr=1)]
 
 
-def _run(direct: bool, kw: dict, dtype, steps: int = 4):
+def _run(direct: bool, kw: dict, dtype, steps: int = 4, shapes=((3, 4), (4,), ()),
+         transposed: bool = False):
     """Params, momentum buffers and version counters after `steps` updates with fixed grads."""
     rng = np.random.default_rng(0)
     params = [flow.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True)
-              for s in [(3, 4), (4,), ()]]
+              for s in shapes]
     opt = optim.SGD(params, **{"lr": 0.1, **kw})
     if not direct:
         opt._update_arrays = None
     for _ in range(steps):
         for p in params:
-            p.grad = flow.tensor(rng.standard_normal(p.shape).astype(dtype))
+            g = rng.standard_normal(p.shape[::-1] if transposed else p.shape).astype(dtype)
+            p.grad = flow.tensor(g.T if transposed else g)
         opt.step()
     bufs = [opt.state[p].get("momentum_buffer") for p in params]
     return ([p.detach().numpy() for p in params] +
@@ -37,6 +40,19 @@ def test_direct_update_equals_the_ops_bit_for_bit(kw, dtype):
     assert fast_versions == slow_versions
     for a, b in zip(fast, slow, strict=True):
         assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["blocks", "F-ordered grads: whole"])
+@pytest.mark.parametrize("kw", CONFIGS, ids=str)
+def test_direct_update_in_blocks_equals_the_ops_bit_for_bit(kw, transposed):
+    """Parameters larger than a block (and not a multiple of it) are updated block by block."""
+    shapes = [(3, sgd._BLOCK // 2 + 7), (sgd._BLOCK + 1,)]
+    (fast, fast_versions), (slow, slow_versions) = (
+        _run(direct, kw, np.float32, steps=3, shapes=shapes, transposed=transposed)
+        for direct in (True, False))
+    assert fast_versions == slow_versions
+    for a, b in zip(fast, slow, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
