@@ -72,14 +72,14 @@ def test_float32_erf_does_not_depend_on_the_chunking():
     one_by_one = np.concatenate([unary._erf_kernel(np, x[i:i + 7]) for i in range(0, x.size, 7)])
     np.testing.assert_array_equal(whole, one_by_one)
     truth = np.array([math.erf(float(a)) for a in x])
-    assert np.max(np.abs(whole - truth) / np.maximum(np.abs(truth), 1e-30)) <= 4.1e-7
+    assert np.max(np.abs(whole - truth) / np.maximum(np.abs(truth), 1e-30)) <= 4.5e-7
     strided = unary._erf_kernel(np, x[:2 * chunk].reshape(2, chunk).T)
     np.testing.assert_array_equal(strided, whole[:2 * chunk].reshape(2, chunk).T)
     assert unary._erf_kernel(np, np.zeros((0, 3), np.float32)).shape == (0, 3)
 
 
 def test_float32_erf_is_within_its_stated_error_of_math_erf():
-    """The rational fit evaluated in float32: within 4.1e-7 relative of erf over |x| <= 4.5
+    """The rational fit evaluated in float32: within 4.5e-7 relative of erf over |x| <= 4.5
     (rounding included; a few float32 ulp, one on average), +-1 past 4, odd, and correctly
     rounded for two inputs in five."""
     x = np.concatenate([np.linspace(-4.5, 4.5, 40_001), np.logspace(-30, 0.65, 2_000)])
@@ -87,7 +87,7 @@ def test_float32_erf_is_within_its_stated_error_of_math_erf():
     got = unary._erf_kernel(np, x)
     truth = np.array([math.erf(float(a)) for a in x])
     rel = np.abs(got - truth) / np.maximum(np.abs(truth), 1e-38)
-    assert rel.max() <= 4.1e-7
+    assert rel.max() <= 4.5e-7
     ulps = np.abs(got - truth) / np.abs(np.spacing(truth.astype(np.float32)))
     assert ulps.mean() <= 1.0
     assert np.mean(got == truth.astype(np.float32)) >= 0.4

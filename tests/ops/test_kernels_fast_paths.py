@@ -133,7 +133,7 @@ def test_erf_float32_is_within_a_few_float32_ulp_of_math_erf():
     got = _erf_kernel(np, x)
     assert got.dtype == np.float32
     truth = _erf_reference(x)
-    assert np.max(np.abs(got - truth) / np.abs(truth)) <= 4.1e-7
+    assert np.max(np.abs(got - truth) / np.abs(truth)) <= 4.5e-7
 
 
 def test_erf_float64_keeps_its_accuracy_and_special_values():
