@@ -26,13 +26,13 @@ from .core import broadcast_to
 from .dispatch import OpError
 from .gather import gather, index_select
 from .index import unsigned
-from .normalization import _log_softmax_kernel, log_softmax, log_softmax_op
+from .normalization import _log_softmax_kernel, log_softmax, softmax_op
 from . import rules
 from .opdef import TensorType, defop, not_exportable
 from .reduce import mean, sum_fn
 from .rules import ShapeError, broadcast_shapes
 from .shape import reshape, squeeze, unsqueeze
-from .softmax_rows import blocked, log_softmax_rows, softmax_grad_rows
+from .softmax_rows import blocked, set_target_grads, softmax_grad_rows, softmax_rows
 from .unary import abs_, exp, log
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -157,32 +157,37 @@ def _targets(xp, target, ignore_index: int, classes: int):
 
 
 def _cross_entropy_kernel(xp, x, target, ignore_index, reduction):
-    logp = log_softmax_rows(x) if blocked(x) else _log_softmax_kernel(xp, x, 1)
     valid, safe, count = _targets(xp, target, ignore_index, x.shape[1])
-    picked = logp.reshape(-1)[_row_starts(xp, *x.shape) + safe]
+    flat_targets = _row_starts(xp, *x.shape) + safe
+    if blocked(x):
+        picked, prob = softmax_rows(x, flat_targets)
+    else:
+        logp = _log_softmax_kernel(xp, x, 1)
+        picked = logp.reshape(-1)[flat_targets]
+        prob = xp.exp(logp, out=logp)
     if valid is not None:  # -0.0: an ignored row's loss is +0 once negated
         picked = xp.where(valid, picked, -0.0)
     if reduction == "none":
-        return xp.negative(picked, out=picked), logp
+        return xp.negative(picked, out=picked), prob
     total = -picked.sum()
     if reduction == "mean":  # no targets: nan, as PyTorch (without NumPy's 0/0 warning)
         total = total / count if count else xp.nan
-    return xp.asarray(total, dtype=x.dtype), logp
+    return xp.asarray(total, dtype=x.dtype), prob
 
 
-def _cross_entropy_backward_kernel(xp, g, logp, target, ignore_index, reduction):
-    valid, safe, count = _targets(xp, target, ignore_index, logp.shape[1])
-    flat_targets = _row_starts(xp, *logp.shape) + safe
+def _cross_entropy_backward_kernel(xp, g, prob, target, ignore_index, reduction):
+    valid, safe, count = _targets(xp, target, ignore_index, prob.shape[1])
+    flat_targets = _row_starts(xp, *prob.shape) + safe
     scale = _row_scale(xp, g, valid, count, reduction)
-    if blocked(logp):
-        return softmax_grad_rows(logp, flat_targets, scale)
-    grad = xp.exp(logp, out=xp.empty(logp.shape, logp.dtype))  # C-contiguous: a flat view
-    grad.reshape(-1)[flat_targets] -= 1
-    return xp.multiply(grad, scale, out=grad)
+    if blocked(prob):
+        return softmax_grad_rows(prob, flat_targets, scale)
+    grad = xp.multiply(prob, scale, out=xp.empty(prob.shape, prob.dtype))  # a flat view
+    set_target_grads(grad, prob, flat_targets, scale)
+    return grad
 
 
 def _row_scale(xp, g, valid, count: int, reduction: str):
-    """What each row of exp(logp) - onehot is multiplied by: a scalar or an (N, 1) column."""
+    """What each row of prob - onehot is multiplied by: a scalar or an (N, 1) column."""
     if reduction == "none":
         scale = g[:, None]
     elif reduction == "sum":
@@ -213,40 +218,39 @@ def _cross_entropy_infer(x, target, ignore_index, reduction):
     return TensorType(loss_shape, x.dtype, x.device), TensorType(x.shape, x.dtype, x.device)
 
 
-def _cross_entropy_backward_infer(g, logp, target, ignore_index, reduction):
-    _check_cross_entropy("cross_entropy_backward", logp, target, reduction)
-    if tuple(g.shape) != (tuple(logp.shape[:1]) if reduction == "none" else ()):
+def _cross_entropy_backward_infer(g, prob, target, ignore_index, reduction):
+    _check_cross_entropy("cross_entropy_backward", prob, target, reduction)
+    if tuple(g.shape) != (tuple(prob.shape[:1]) if reduction == "none" else ()):
         raise ShapeError(f"cross_entropy_backward: the gradient {g} does not match the loss of "
-                         f"log-probabilities {logp} with reduction={reduction!r}")
-    return TensorType(logp.shape, logp.dtype, logp.device)
+                         f"probabilities {prob} with reduction={reduction!r}")
+    return TensorType(prob.shape, prob.dtype, prob.device)
 
 
 def _cross_entropy_vjp(grads, outs, x, target, **attrs):
-    """d/dx of the loss via the fused backward, plus log_softmax's VJP for a gradient of the
-    log-probabilities (None when nothing read them: `sparse_grads`)."""
-    (g_loss, g_logp), logp = grads, outs[1]
-    gx = None if g_loss is None else cross_entropy_backward(g_loss, logp, target, **attrs)
-    if g_logp is not None:
-        g_soft = log_softmax_op.vjp(g_logp, logp, x, dim=1)[0]
+    """d/dx of the loss via the fused backward, plus softmax's VJP for a gradient of the
+    probabilities (None when nothing read them: `sparse_grads`)."""
+    (g_loss, g_prob), prob = grads, outs[1]
+    gx = None if g_loss is None else cross_entropy_backward(g_loss, prob, target, **attrs)
+    if g_prob is not None:
+        g_soft = softmax_op.vjp(g_prob, prob, x, dim=1)[0]
         gx = g_soft if gx is None else add(gx, g_soft)
     return gx, None
 
 
-def _cross_entropy_backward_vjp(gg, out, g, logp, target, ignore_index, reduction):
-    """The backward op is (exp(logp) - onehot) * rowscale * g: linear in g, and its logp
-    derivative is the elementwise exp(logp) * rowscale * g."""
+def _cross_entropy_backward_vjp(gg, out, g, prob, target, ignore_index, reduction):
+    """The backward op is (prob - onehot) * rowscale * g: linear in g and in prob."""
     def wrt_g():
         from ..creation import ones_like
-        unit = cross_entropy_backward(ones_like(g), logp, target, ignore_index=ignore_index,
+        unit = cross_entropy_backward(ones_like(g), prob, target, ignore_index=ignore_index,
                                       reduction=reduction)
         return sum_fn(mul(gg, unit), 1 if reduction == "none" else None)
 
-    def wrt_logp():
-        rows = ne(target, ignore_index).to(logp.dtype)
+    def wrt_prob():
+        rows = ne(target, ignore_index).to(prob.dtype)
         if reduction == "mean":
             rows = rows / clamp_min(sum_fn(rows), 1.0)
-        return mul(mul(gg, exp(logp)), unsqueeze(mul(rows, g), 1))
-    return _grad_if(g, wrt_g), _grad_if(logp, wrt_logp), None
+        return mul(gg, unsqueeze(mul(rows, g), 1))
+    return _grad_if(g, wrt_g), _grad_if(prob, wrt_prob), None
 
 
 def _lower_cross_entropy(ctx, node):
@@ -254,16 +258,17 @@ def _lower_cross_entropy(ctx, node):
         "SoftmaxCrossEntropyLoss", [ctx.input(node, 0), ctx.input_as(node, 1, dt.int64)],
         outputs=[None, None if ctx.used(node, 1) else ""],
         ignore_index=node.attrs["ignore_index"], reduction=node.attrs["reduction"])
-    return loss, logp or None
+    return loss, ctx.emit("Exp", [logp]) if logp else None
 
 
-# (loss, log_softmax(x, 1)) of class indices, ignored targets neither adding nor counted:
-# F.cross_entropy without weights or label smoothing.
+# (loss, softmax(x, 1)) of class indices, ignored targets neither adding nor counted:
+# F.cross_entropy without weights or label smoothing. The probabilities are what the gradient
+# reads (one multiply; from log-probabilities it would be an exp over every score again).
 cross_entropy_op = defop(
     "cross_entropy", _cross_entropy_kernel, _cross_entropy_infer, _cross_entropy_vjp,
     saves=(1,), saves_out=(1,), num_outputs=2, sparse_grads=True, onnx=_lower_cross_entropy,
     amp="float32")
-# (exp(logp) - onehot(target)) * g per row ('mean': / count), ignored rows 0: cross_entropy's VJP.
+# (prob - onehot(target)) * g per row ('mean': / count), ignored rows 0: cross_entropy's VJP.
 cross_entropy_backward = defop(
     "cross_entropy_backward", _cross_entropy_backward_kernel, _cross_entropy_backward_infer,
     _cross_entropy_backward_vjp, onnx=not_exportable("a gradient op: training graphs only"))

@@ -1,15 +1,20 @@
-"""Cross-entropy's log-softmax and its gradient over a big (N, C) NumPy matrix, a block of rows
-at a time, so that each block's five passes (max, subtract, exp, sum, subtract) run from the L2
-cache instead of memory.
+"""Cross-entropy's softmax and its gradient over a big (N, C) NumPy matrix, a block of rows at a
+time, so that each block's passes (max, subtract, exp, sum, scale) run from the L2 cache instead
+of memory.
 
 The language model's loss is over (700, 10000) float32 scores, 28 MB: whole-matrix NumPy calls
-stream it through memory on every pass and allocate 28 MB temporaries. Blocked, one
-block-sized temporary does (in the compiled training step, forward and backward together
-10.5 -> 9.3 ms CPU; a lone call, which also pays the temporaries' page faults, 12.5 -> 6).
-Every row goes through the same calls as in `_log_softmax_kernel`; only a row sum's last bit
-may differ, because BLAS sums the rows at the tail of a matrix (or of a thread's share) with
-another kernel. Eager and compiled graphs both call these functions, so they stay
-bit-identical to each other.
+stream it through memory on every pass and allocate 28 MB temporaries. Blocked, they do not (in
+the compiled training step, forward and backward together 10.5 -> 9.3 ms CPU; a lone call, which
+also pays the temporaries' page faults, 12.5 -> 6).
+
+The forward keeps the probabilities, not the log-probabilities: the gradient is then one
+multiply, where from log-probabilities it was an exp over all N·C scores again (forward and
+backward 9.6 -> 7.7-9.0 ms CPU, min of 15, on the language model's scores). The loss needs only
+the targets' log-probabilities, (x_t - max) - log(sum): the arithmetic the whole-matrix
+log-softmax does for those entries, so the loss keeps its bits; only a row sum's last bit may
+differ from `_log_softmax_kernel`'s, because BLAS sums the rows at the tail of a matrix (or of a
+thread's share) with another kernel. Eager and compiled graphs both call these functions, so they
+stay bit-identical to each other.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import numpy as np
 
 from .sums import float_sum
 
-_BLOCK_BYTES = 1 << 19  # half of one core's L2: a block of scores plus its exp scratch fit
+_BLOCK_BYTES = 1 << 19  # half of one core's L2: a block of scores and of its output fit
 _MIN_BYTES = 4 * _BLOCK_BYTES  # below this one block is the whole matrix: nothing to gain
 
 
@@ -31,30 +36,38 @@ def _block_rows(x) -> int:
     return max(1, _BLOCK_BYTES // (x.shape[1] * x.itemsize))
 
 
-def log_softmax_rows(x: np.ndarray) -> np.ndarray:
-    """log_softmax(x, 1) of a matrix `blocked` accepts, as a new C-contiguous array."""
+def softmax_rows(x: np.ndarray, flat_targets: np.ndarray) -> tuple:
+    """(log-probabilities at `flat_targets`, softmax(x, 1)) of a matrix `blocked` accepts; the
+    targets are flat positions in `x`, one per row; the softmax is a new C-contiguous array."""
     out = np.empty_like(x)
+    picked = np.empty(x.shape[0], x.dtype)
+    flat = x.reshape(-1)
     rows = _block_rows(x)
-    scratch = np.empty((min(rows, x.shape[0]), x.shape[1]), x.dtype)
     for start in range(0, x.shape[0], rows):
         block, res = x[start:start + rows], out[start:start + rows]
-        np.subtract(block, block.max(axis=1, keepdims=True), out=res)
-        total = float_sum(np, np.exp(res, out=scratch[:len(res)]), (1,), True)
-        np.subtract(res, np.log(total, out=total), out=res)
-    return out
+        top = block.max(axis=1, keepdims=True)
+        shifted_target = flat[flat_targets[start:start + rows]] - top[:, 0]
+        np.subtract(block, top, out=res)
+        total = float_sum(np, np.exp(res, out=res), (1,), True)
+        np.multiply(res, np.reciprocal(total), out=res)
+        np.subtract(shifted_target, np.log(total[:, 0]), out=picked[start:start + len(res)])
+    return picked, out
 
 
-def softmax_grad_rows(logp: np.ndarray, flat_targets: np.ndarray, scale) -> np.ndarray:
-    """(exp(logp) - onehot) * scale, where `flat_targets` are the targets' flat positions in
-    `logp` and `scale` is a scalar or an (N, 1) column; in place block by block."""
-    grad = np.empty_like(logp)
-    flat = grad.reshape(-1)
-    n, classes = logp.shape
-    rows = _block_rows(logp)
+def softmax_grad_rows(prob: np.ndarray, flat_targets: np.ndarray, scale) -> np.ndarray:
+    """(prob - onehot) * scale, where `flat_targets` are the targets' flat positions in `prob`
+    and `scale` is a scalar or an (N, 1) column; block by block, the targets' entries last."""
+    grad = np.empty_like(prob)
+    rows = _block_rows(prob)
     column = np.ndim(scale) == 2
-    for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        block = np.exp(logp[start:stop], out=grad[start:stop])
-        flat[flat_targets[start:stop]] -= 1
-        np.multiply(block, scale[start:stop] if column else scale, out=block)
+    for start in range(0, prob.shape[0], rows):
+        np.multiply(prob[start:start + rows], scale[start:start + rows] if column else scale,
+                    out=grad[start:start + rows])
+    set_target_grads(grad, prob, flat_targets, scale)
     return grad
+
+
+def set_target_grads(grad, prob, flat_targets, scale) -> None:
+    """grad's entries at the targets := (prob - 1) * scale (the rest is prob * scale)."""
+    grad.reshape(-1)[flat_targets] = (prob.reshape(-1)[flat_targets] - 1) * (
+        scale[:, 0] if getattr(scale, "ndim", 0) == 2 else scale)

@@ -11,7 +11,7 @@ import dualflow as flow
 import dualflow.nn.functional as F
 from dualflow import nn
 from dualflow.ops import softmax_rows
-from dualflow.ops.normalization import _log_softmax_kernel
+from dualflow.ops.normalization import _log_softmax_kernel, _softmax_kernel
 
 N, C = 301, 2003  # float32: 2.4 MB, over the blocking threshold; 301 rows: a ragged last block
 
@@ -53,12 +53,24 @@ def _reference(x, t, reduction):
     return losses.sum() / valid.sum(), grad / valid.sum()
 
 
-def test_the_scores_are_blocked_and_the_log_softmax_matches_the_whole_matrix_kernel():
+def test_the_scores_are_blocked_and_match_the_whole_matrix_kernels_and_float64():
+    """softmax_rows: the probabilities and the targets' log-probabilities, against the
+    whole-matrix softmax / log-softmax kernels (a row sum's last bit) and float64 formulas."""
+    t = _targets(False)
     for dtype, tol in ((np.float32, 4e-6), (np.float64, 1e-13)):
         x = _scores(dtype)
         assert softmax_rows.blocked(x) and not softmax_rows.blocked(x[:, :100])
-        np.testing.assert_allclose(softmax_rows.log_softmax_rows(x),
-                                   _log_softmax_kernel(np, x, 1), rtol=tol, atol=tol)
+        flat = np.arange(N) * C + t
+        picked, prob = softmax_rows.softmax_rows(x, flat)
+        assert prob.dtype == picked.dtype == dtype and prob.flags.c_contiguous
+        np.testing.assert_allclose(prob, _softmax_kernel(np, x, 1), rtol=tol, atol=tol)
+        np.testing.assert_allclose(picked, _log_softmax_kernel(np, x, 1)[np.arange(N), t],
+                                   rtol=tol, atol=tol)
+        x64 = x.astype(np.float64)
+        shifted = x64 - x64.max(1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+        np.testing.assert_allclose(prob, np.exp(logp), rtol=10 * tol, atol=tol)
+        np.testing.assert_allclose(picked, logp[np.arange(N), t], rtol=10 * tol, atol=tol)
 
 
 @pytest.mark.parametrize("ignored", [False, True], ids=["all-counted", "some-ignored"])
