@@ -74,7 +74,7 @@ class OpDef:
         `{0: (1,), 1: (0,)}`: x is kept only when y needs a gradient.
     A VJP of several outputs gets a tuple of their gradients; one that received none is a zero
     tensor, or None with `sparse_grads` (the VJP then skips that output's term, e.g.
-    cross_entropy's log-probabilities, which a training step never differentiates).
+    cross_entropy's probabilities, which a training step never differentiates).
 
     Facts for compiled graphs: `cpu` / `cuda` say how the op is written inside fused elementwise
     kernels (ops/fused_code.py; every elementwise op has both, or `by_kernel(reason)`).

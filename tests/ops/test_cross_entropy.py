@@ -75,7 +75,7 @@ def test_empty_batch(reduction):
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_the_loss_may_change_in_place_before_backward(reduction):
-    """Only the log-probabilities are saved for the gradient (`saves_out=(1,)`), so
+    """Only the probabilities are saved for the gradient (`saves_out=(1,)`), so
     gradient accumulation's `loss /= steps` works, as in PyTorch."""
     x, target = _scores(), flow.tensor([0, -100, 3, 2, 1, 0])
     _, whole = _loss_and_grad(x, target, reduction=reduction)
@@ -111,8 +111,8 @@ def test_the_op_matches_the_composite(reduction):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
 
 
-def test_a_training_graph_uses_the_op_and_not_the_log_softmax_gradient():
-    """sparse_grads: the unused log-probabilities get no zero gradient, so the backward is the
+def test_a_training_graph_uses_the_op_and_not_the_softmax_gradient():
+    """sparse_grads: the unused probabilities get no zero gradient, so the backward is the
     single cross_entropy_backward op."""
     model = nn.Linear(5, 4)
 
