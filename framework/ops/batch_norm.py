@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
+from . import dispatch
 from .arith import add, div, mul, sub
 from .core import broadcast_to
-from .dispatch import state
 from .opdef import TensorType, defop
 from .reduce import sum_, sum_fn
 from .rules import ShapeError
@@ -109,8 +109,10 @@ def _batch_norm_train_vjp(grads, outs, x, weight, bias, eps):
 
 def _on_arrays(g, x, weight) -> bool:
     """Whether `_vjp_arrays` may stand in for the op-by-op closed form: an eager backward that
-    records nothing (no create_graph, no trace) of C-ordered NumPy float32/float64 arrays."""
-    if state.grad_enabled or state.interpreters:
+    records nothing (no create_graph, no trace), with no profiler timing ops and no autocast
+    region open, of C-ordered NumPy float32/float64 arrays."""
+    if dispatch.state.grad_enabled or dispatch.state.interpreters or dispatch.AUTOCAST_OPS or \
+            dispatch.DIRECT_INPLACE is not dispatch.EAGER:
         return False
     gd, xd = g._data, x._data
     return type(gd) is np.ndarray and type(xd) is np.ndarray and gd.dtype == xd.dtype and \
