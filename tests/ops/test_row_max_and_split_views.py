@@ -13,7 +13,7 @@ from dualflow.ops.shape import _split_kernel
 from dualflow.ops.sums import float_sum
 
 ROW_SHAPES = [(300, 7), (64, 31), (64, 32), (1, 4, 64, 64), (512, 65), (3, 1000), (1, 64),
-              (2, 0, 5)]
+              (4100, 40), (2, 0, 5)]   # (4100, 40): more rows than the cached offsets
 
 
 @pytest.mark.parametrize("shape", ROW_SHAPES)
