@@ -52,7 +52,10 @@ def _gelu_kernel(xp, x, approximate="none"):
     x = floating(x)
     if approximate == "tanh":
         return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)))
-    return 0.5 * x * (1 + _erf_kernel(xp, x * _SQRT_HALF))
+    cdf = _erf_kernel(xp, x * _SQRT_HALF)   # (0.5 * x) * (1 + erf), in its two temporaries
+    cdf += 1
+    cdf *= 0.5 * x
+    return cdf
 
 
 @in_float32  # float16's x * x overflows past 256: the derivative in float32, as PyTorch

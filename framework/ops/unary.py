@@ -152,17 +152,25 @@ _ERF32_Q = (15845.450577018644, 7882.574252992479, 1805.7256178624948, 245.00412
 _ERF32_CHUNK = 32768
 
 
-def _erf_single_kernel(xp, x, dtype):
-    flat = x.reshape(-1)
-    out = xp.empty(flat.shape, dtype)
+def _erf_single_kernel(xp, x, dtype, out=None):
+    """Into `out` when given (it may be x itself: each chunk is read before it is written);
+    a float32 result is computed in place there, chunk by chunk, without a copy."""
+    result = out if out is not None and out.flags.c_contiguous else xp.empty(x.shape, dtype)
+    flat, flat_out = x.reshape(-1), result.reshape(-1)
     chunk = max(1, min(_ERF32_CHUNK, flat.size) if xp is np else flat.size)
-    z, t, num, den = (xp.empty(chunk, "float32") for _ in range(4))
+    direct = flat_out.dtype == np.float32
+    z, t, den, *num = (xp.empty(chunk, "float32") for _ in range(3 if direct else 4))
     for start in range(0, flat.size, chunk):
         part = flat[start:start + chunk]
         n = part.size
-        _erf_single_chunk(xp, part, z[:n], t[:n], num[:n], den[:n])
-        out[start:start + n] = num[:n]
-    return out.reshape(x.shape)
+        into = flat_out[start:start + n] if direct else num[0][:n]
+        _erf_single_chunk(xp, part, z[:n], t[:n], into, den[:n])
+        if not direct:
+            flat_out[start:start + n] = into
+    if out is not None and result is not out:
+        out[...] = result
+        return out
+    return result
 
 
 def _erf_single_chunk(xp, part, z, t, num, den) -> None:
@@ -183,10 +191,10 @@ def _erf_single_chunk(xp, part, z, t, num, den) -> None:
     num /= den
 
 
-def _erf_kernel(xp, x):
+def _erf_kernel(xp, x, out=None):
     dtype = x.dtype if dt.is_float_array(x) else dt.get_default_dtype().np
     if dtype.itemsize <= 4:
-        return _erf_single_kernel(xp, x, dtype)
+        return _erf_single_kernel(xp, x, dtype, out)
     x = x.astype("float64", copy=False)
     z = xp.clip(x, -_ERF_SPLIT, _ERF_SPLIT)
     zz = z * z
@@ -205,7 +213,10 @@ def _erf_kernel(xp, x):
         for row in table[-2::-1]:
             val = val * h + row[idx]
         acc[tail] = xp.copysign(val, x[tail])
-    return acc.astype(dtype, copy=False)
+    if out is None:
+        return acc
+    out[...] = acc
+    return out
 
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -264,7 +275,7 @@ tanh = _unary("tanh", lambda xp, x, out=None: xp.tanh(floating(x), out=out),
               out_arg=True)
 erf = _unary("erf", _erf_kernel,
              lambda g, out, x: (mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI)),), onnx="Erf",
-             cpu=by_kernel("no NumPy ufunc: the kernel evaluates polynomials"))
+             cpu=by_kernel("no NumPy ufunc: the kernel evaluates polynomials"), out_arg=True)
 abs_ = _unary("abs", lambda xp, x, out=None: xp.abs(x, out=out),
               lambda g, out, x: (mul(g, sign(x)),), rule=rules.same, onnx="Abs", out_arg=True,
               cpu=ufunc("absolute", 1, "same"),

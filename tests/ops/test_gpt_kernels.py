@@ -204,3 +204,21 @@ def test_compiled_layer_norm_is_eagers_and_matches_float64_formula():
     ref = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
     ref = ref * ln.weight.detach().numpy() + ln.bias.detach().numpy()
     np.testing.assert_allclose(eager, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_erf_writes_into_a_given_buffer_even_its_input(dtype):
+    """The fused kernels pass `out=` (possibly the input itself): same values as a fresh result,
+    also across chunks and into a non-contiguous buffer."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((3, unary._ERF32_CHUNK + 11)) * 2.5).astype(dtype)
+    fresh = unary._erf_kernel(np, x)
+    truth = np.array([math.erf(float(a)) for a in x.ravel()[::97]])
+    np.testing.assert_allclose(fresh.ravel()[::97], truth, rtol=1e-3 if dtype == np.float16 else
+                               4.5e-7, atol=1e-30)
+    same = x.copy()
+    assert unary._erf_kernel(np, same, out=same) is same
+    np.testing.assert_array_equal(same, fresh)
+    transposed = np.empty(x.shape[::-1], dtype).T
+    assert unary._erf_kernel(np, x, out=transposed) is transposed
+    np.testing.assert_array_equal(transposed, fresh)
