@@ -255,7 +255,7 @@ sqrt = _unary("sqrt", lambda xp, x, out=None: xp.sqrt(floating(x), out=out),
 rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(floating(x)),
                lambda g, out, x: (mul(g, mul(mul(out, out), mul(out, -0.5))),), reads=("out",),
                onnx=_lower_steps("Sqrt", "Reciprocal"),
-               cpu=CpuTemplate("sqrt({0}, out={o}); true_divide(1, {o}, out={o})", "float"))
+               cpu=CpuTemplate("sqrt({0}, out={o}); reciprocal({o}, out={o})", "float"))
 reciprocal = _unary("reciprocal", lambda xp, x, out=None: xp.reciprocal(floating(x), out=out),
                     lambda g, out, x: (neg(mul(g, mul(out, out))),), reads=("out",),
                     onnx="Reciprocal", out_arg=True, cuda="({t})1 / {0}")
