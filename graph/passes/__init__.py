@@ -13,6 +13,7 @@ import time
 from .cse import cse
 from .dce import dce
 from .decompose import decompose
+from .early_updates import early_updates
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_matmul import fuse_matmul
@@ -26,6 +27,7 @@ DEFAULT_PASSES = [
     ("dce", dce),
     ("fuse_elementwise", fuse_elementwise),
     ("fuse_matmul", fuse_matmul),
+    ("early_updates", early_updates),
 ]
 PLANNER_STEPS = ["inplace", "memory_plan"]
 
