@@ -3,7 +3,8 @@ and layer_norm, batch_norm, group_norm as composites of reductions and arithmeti
 batch_norm with float32/float64 affine parameters runs one op (ops/batch_norm.py).
 
 batch_norm in training updates the running statistics in place under `no_grad` with the tensors'
-own `mul_`/`add_`, so graph mode traces them as state updates like any optimizer step.
+own `mul_`/`add_`, so graph mode traces them as state updates like any optimizer step (plain
+eager mode runs the same kernels on the arrays, ops/running_stats.py).
 float16/bfloat16 inputs are computed on in float32 and rounded back (ops/precision.py), as in
 PyTorch: softmax and log_softmax in their kernels and VJPs, layer_norm and group_norm as
 composites.
@@ -22,6 +23,7 @@ from .opdef import defop
 from .precision import in_float32, widened
 from .reduce import mean, sum_fn
 from .rules import ShapeError
+from .running_stats import update_on_arrays
 from .shape import dim_index, reshape
 from .sums import float_sum
 from .unary import exp, rsqrt
@@ -213,12 +215,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     else:  # no affine parameters, or a low-precision input: the composite
         y, mu, var = _normalize(input, reduced_axes(input.ndim), eps)
         y = affine(y, weight, bias, shape)
+    var_factor = momentum * count / (count - 1)   # the unbiased variance feeds the running one
     with no_grad():
-        if running_mean is not None:
+        if running_mean is not None and not update_on_arrays(running_mean, mu, 1 - momentum,
+                                                             momentum):
             running_mean.mul_(1 - momentum).add_(reshape(mu, (c,)) * momentum)
-        if running_var is not None:
-            running_var.mul_(1 - momentum).add_(reshape(var, (c,)) * (momentum * count /
-                                                                       (count - 1)))
+        if running_var is not None and not update_on_arrays(running_var, var, 1 - momentum,
+                                                            var_factor):
+            running_var.mul_(1 - momentum).add_(reshape(var, (c,)) * var_factor)
     return y
 
 
