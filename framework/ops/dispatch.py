@@ -318,6 +318,8 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
                               f"in place with inputs ({describe(inputs)}): {exc}") from exc
             target._version[0] += 1
             return target
+    if needs_grad and interp is DIRECT_INPLACE and _recorded_in_place(op, target, others, attrs):
+        return target
     view_of = target._view_of
     if view_of is not None and needs_grad and view_of[0].requires_grad \
             and view_of[0].grad_fn is None:
@@ -346,6 +348,32 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
     if write_back:
         _write_back(interp, view_of, delta)
     return target
+
+
+def _recorded_in_place(op, target, others, attrs) -> bool:
+    """`target.<op>_(*others)` under eager autograd with the kernel writing into the target's
+    storage, as PyTorch does, instead of a new result copied in (a full pass over the tensor):
+    the node's output shares the target's storage and version counter, so an op that saves its
+    output (relu) sees later in-place writes and backward raises as in PyTorch. Only where the
+    op's VJP does not read the overwritten input, the target is no view (views write back), its
+    dtype is kept and no autocast region is open; returns False, having done nothing, otherwise."""
+    if not op.out_arg or _reads_first_input(op) or target._view_of is not None or \
+            op.num_outputs != 1 or op.view or AUTOCAST_OPS:
+        return False
+    inputs = _promote(op, (target, *others)) if op.promote else (target, *others)
+    data = target._data
+    if inputs[0] is not target or type(data) is not np.ndarray:
+        return False
+    try:   # NumPy checks the shapes before writing: a mismatch leaves the general path's error
+        op.kernel(np, *[x._data for x in inputs], out=data, **attrs)
+    except (ValueError, TypeError):
+        return False
+    target._version[0] += 1
+    result = _wrap(data)
+    result._version = target._version   # one storage, one counter (as a view's)
+    hooks.record(op, inputs, attrs, result)
+    hooks.make_inplace_rebase(target, result)
+    return True
 
 
 def _write_back(interp, view_of, delta) -> None:
