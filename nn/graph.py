@@ -295,7 +295,7 @@ class Graph:
         else:
             call = (args, ())
             leaves, structure = flatten_args(args)
-        training = tuple([m.training for w in walks for m in w.modules])
+        training = tuple([w.training for w in walks])   # each walk's flags, read once a walk
         versions = tuple([(opt._version, hyper_parameters(opt)) for opt, _ in self._optimizers])
         key = signature(leaves, (structure, training, self.config.version, versions,
                                  tuple([w.key for w in walks])))

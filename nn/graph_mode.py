@@ -58,7 +58,7 @@ def module_call(module, args: tuple, kwargs: dict):
     params = walk.grad_params
     needs_grad = dispatch.state.grad_enabled and (
         bool(params) or any(t.requires_grad for t in leaves))
-    training = tuple([m.training for m in walk.modules])
+    training = walk.training
     scopes = checkpoint_scopes(module) if needs_grad else ()
     key = signature(leaves, (structure, training, needs_grad, scopes, walk.key))
     calls = module.__dict__.get("_graph_cache")
@@ -120,11 +120,14 @@ class Walk:
     code in `forward` may branch on. The key is part of every cache key, so a replaced layer, a
     new buffer, a new hook or `model.temperature = 0.5` compiles anew instead of replaying a
     stale graph."""
-    __slots__ = ("version", "modules", "params", "flags", "grad_params", "attrs", "guards", "key")
+    __slots__ = ("version", "modules", "params", "flags", "grad_params", "attrs", "guards", "key",
+                 "training")
 
     def __init__(self, module):
         self.version = tree_version[0]
         self.modules = list(module.modules())
+        # `module.training = ...` bumps tree_version, so the flags hold while the walk does
+        self.training = tuple([m.training for m in self.modules])
         self.params = list(module.parameters())
         self.flags = [p.requires_grad for p in self.params]
         self.grad_params = [p for p in self.params if p.requires_grad]
