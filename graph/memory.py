@@ -11,8 +11,10 @@ Every node result lives in a *storage*: its own fresh array, the storage of the 
   results that stay inside the call (graph outputs and state values get their own arrays).
 
 Slots are allocated at their first writer and dropped after their last reader, and a free slot
-is only reused within `REUSE_WINDOW` nodes, so planned memory never exceeds freeing every value
-at its last use. The plan reports the peak bytes of intermediates beside the naive sum of all of
+is only reused within `REUSE_WINDOW` nodes. A slot is held through the gap between two of its
+contents; where that would raise the peak above freeing every value at its last use, the graph
+is planned again reusing only slots freed by the node just before (no gap), so planned memory
+never exceeds it. The plan reports the peak bytes of intermediates beside the naive sum of all of
 them and the peak without planning.
 """
 from __future__ import annotations
@@ -76,8 +78,10 @@ def last_uses(graph: Graph) -> dict:
 
 
 class _Planner:
-    def __init__(self, graph: Graph, enable_inplace: bool, enable_slots: bool):
+    def __init__(self, graph: Graph, enable_inplace: bool, enable_slots: bool,
+                 window: int = REUSE_WINDOW):
         self.graph, self.inplace_on, self.slots_on = graph, enable_inplace, enable_slots
+        self.window = window
         self.last = last_uses(graph)
         self.escaping = {v.id for v in graph.outputs} | {v.id for _, v in graph.state_updates}
         self.root: dict = {}       # value id -> storage id (a value id, or ("param", id))
@@ -173,7 +177,7 @@ class _Planner:
         return None
 
     def _slot_dest(self, i, n, o):
-        """The lowest-numbered slot of o's type whose contents died within REUSE_WINDOW nodes,
+        """The lowest-numbered slot of o's type whose contents died within `window` nodes,
         else a new one. Per type, occupied slots wait in a heap by the end of their contents
         and dead ones in a heap by number, so planning stays linear in graph size."""
         if not self.slots_on or o.id in self.escaping:
@@ -186,7 +190,7 @@ class _Planner:
                 heapq.heappush(busy, (self.end[prev], k, prev))
             else:
                 heapq.heappush(free, (k, prev))
-        while free and self.end[free[0][1]] + REUSE_WINDOW < i:
+        while free and self.end[free[0][1]] + self.window < i:
             heapq.heappop(free)             # dead too long ago: never reused again
         if free:
             k = heapq.heappop(free)[0]
@@ -243,4 +247,7 @@ def _add(changes: list, start: int, stop: int, size: int) -> None:
 
 
 def plan_memory(graph: Graph, inplace: bool = True, slots: bool = True) -> MemoryPlan:
-    return _Planner(graph, inplace, slots).run()
+    plan = _Planner(graph, inplace, slots).run()
+    if plan.peak_bytes > plan.unplanned_peak_bytes:
+        plan = _Planner(graph, inplace, slots, window=1).run()
+    return plan

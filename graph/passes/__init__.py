@@ -17,6 +17,7 @@ from .early_updates import early_updates
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_matmul import fuse_matmul
+from .recompute import recompute
 from .simplify import simplify
 
 DEFAULT_PASSES = [
@@ -27,6 +28,7 @@ DEFAULT_PASSES = [
     ("dce", dce),
     ("fuse_elementwise", fuse_elementwise),
     ("fuse_matmul", fuse_matmul),
+    ("recompute", recompute),
     ("early_updates", early_updates),
 ]
 PLANNER_STEPS = ["inplace", "memory_plan"]

@@ -53,6 +53,15 @@ def _checkpoint_scope(graph: Graph, scope: str) -> None:
                 backward_reads.setdefault(vid, []).append(j)
     boundary |= _stream(nodes, made, boundary, inner_readers)
     wanted = [vid for vid in backward_reads if vid not in boundary]
+    recompute_for_backward(graph, made, boundary, wanted, backward_reads)
+
+
+def recompute_for_backward(graph: Graph, made: dict, boundary: set, wanted: list,
+                           backward_reads: dict) -> None:
+    """Copy the pure nodes the `wanted` values depend on (`made`: value id -> index of its
+    node; values in `boundary` or outside `made` are read as they are), place each copy just
+    before its first backward reader, and let the backward readers read the copies."""
+    nodes = graph.nodes
     copies = _copies(graph, made, boundary, wanted)
     if not copies:
         return

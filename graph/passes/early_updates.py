@@ -7,7 +7,8 @@ results feed only state updates (momentum buffers, new weights) — up to the fi
 their inputs are defined, as PyTorch users do by hand with per-parameter optimizer hooks. A
 gradient then dies right after the update that reads it.
 
-A node that makes a parameter's next value is kept after every reader of the parameter's current
+A node computed from parameters alone (momentum times the old buffer) moves only to just before
+its first reader. A node that makes a parameter's next value is kept after every reader of the parameter's current
 value, so the memory planner can still write the update into the parameter in place. The same
 ops run on the same arrays, only earlier, so results are bit-identical; impure nodes (random
 draws) never move, and graphs without state updates are left as they are.
@@ -30,14 +31,22 @@ def early_updates(graph: Graph) -> Graph:
     readers = _param_readers(nodes)
     writes = _written_params(graph)
     anchor = {id(n): i for i, n in enumerate(nodes)}   # the node each one must follow
+    sources: dict = {}    # id -> movable node computed from parameters and constants alone
     for n in nodes:
         if id(n) not in movable:
             continue
-        at = max([-1] + [anchor[id(made_by[v.id])] for v in n.inputs if v.id in made_by])
+        inner = [made_by[v.id] for v in n.inputs if v.id in made_by]
+        if all(id(p) in sources for p in inner):
+            sources[id(n)] = n
+        at = max([-1] + [anchor[id(p)] for p in inner])
         for o in n.outputs:   # a new parameter value: after every other reader of the old one
             if o.id in writes:
                 at = max([at] + [anchor[id(r)] for r in readers.get(writes[o.id], ()) if r is not n])
-        anchor[id(n)] = at
+        anchor[id(n)] = -1 if id(n) in sources else at
+    uses = graph.uses()
+    for n in reversed(list(sources.values())):   # just before their first reader, not at the start
+        anchor[id(n)] = min((anchor[id(r)] for o in n.outputs for r in uses.readers(o)),
+                            default=index[id(n)])
     order = sorted(nodes, key=lambda n: (anchor[id(n)], index[id(n)]))
     graph.set_nodes(order, graph.uses())
     return graph
