@@ -54,8 +54,10 @@ def early_updates(graph: Graph) -> Graph:
 
 def _update_nodes(graph: Graph) -> set:
     """id(node) of the pure nodes outside the forward whose results reach only state values, and
-    only a few of them: one parameter's optimizer step and the gradient feeding it, not the
-    backward nodes whose results flow on into many parameters' gradients."""
+    only a few of them — one parameter's optimizer step and the gradient feeding it, not the
+    backward nodes whose results flow on into many parameters' gradients — or are scalars (the
+    learning rate cast to the parameters' dtype, Adam's bias corrections), which every
+    parameter's step reads."""
     outputs = {v.id for v in graph.outputs}
     states = {v.id for _, v in graph.state_updates}
     uses = graph.uses()
@@ -74,8 +76,8 @@ def _update_nodes(graph: Graph) -> set:
         else:
             if reached:
                 reach[id(n)] = reached
-    return {id(n) for n in graph.nodes if not n.grad_enabled and
-            0 < len(reach.get(id(n), ())) <= MAX_STATES_PER_NODE}
+    return {id(n) for n in graph.nodes if not n.grad_enabled and id(n) in reach and (
+        len(reach[id(n)]) <= MAX_STATES_PER_NODE or all(o.type.numel() == 1 for o in n.outputs))}
 
 
 def _written_params(graph: Graph) -> dict:

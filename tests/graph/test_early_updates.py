@@ -90,15 +90,17 @@ def test_parameters_bit_identical_to_eager_sgd_and_adam():
 
 
 def test_updates_follow_their_gradients():
-    """Each weight's momentum update is scheduled before the next layer's backward matmul, and
-    disabling the pass restores the traced order (all updates after the whole backward)."""
+    """The last layer's new weight is written before the backward's last matmul (the learning
+    rate, a float64 scalar cast for the float32 weights, moves up with it), and disabling the
+    pass restores the traced order (all updates after the whole backward)."""
     def update_positions(early: bool) -> list:
         model = _wide_mlp()
         g, step = _graph_step(model, _opt(model, "sgd"), early)
         step(), step()
         nodes = g.ir.nodes
         matmuls = [i for i, n in enumerate(nodes) if "matmul" in n.op.name and not n.grad_enabled]
-        written = {id(v) for _, v in g.ir.state_updates}
+        weights = {id(p) for p in model.parameters()}   # new weights, not momentum buffers
+        written = {id(v) for t, v in g.ir.state_updates if id(t) in weights}
         updates = [i for i, n in enumerate(nodes) if any(id(o) in written for o in n.outputs)]
         return matmuls, updates
 
