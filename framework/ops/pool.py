@@ -41,43 +41,75 @@ def _by_taps(x) -> bool:
 
 
 def _max_pool2d_taps(xp, x, kernel_size, stride, padding, dilation):
-    """The general kernel's result from kh*kw strided taps of the (padded) input.
+    """The general kernel's result from the kh*kw taps of the input's stride phases.
 
-    Elementwise work on (N, C, Ho, Wo) views instead of copying every window and scanning it
-    for its argmax (ResNet-18's 3x3/2 stem pool at batch 8: ~4x less time): the maxima are a
-    running `maximum` (NaN propagates, as in the general kernel), and each window's first tap
-    equal to its maximum (or the first NaN) is counted as the number of taps before it that
-    differ from it. Its plane index is the window's corner plus the tap's offset.
+    Elementwise work on flat contiguous runs instead of copying every window and scanning it
+    for its argmax, or of strided (N, C, Ho, Wo) views (NumPy walks those 16 values at a
+XX
+    `maximum` (NaN propagates, as in the general kernel), and each window's first tap equal to
+    its maximum (or the first NaN) is counted as the number of taps before it that differ from
+    it. Its plane index is the window's corner plus the tap's offset.
     """
     (kh, kw), (sh, sw), (dh, dw), ((pt, pb), (pl, pr)) = kernel_size, stride, dilation, padding
-    w = x.shape[3]
-    if pt or pb or pl or pr:
-        low = -xp.inf if dt.is_float_array(x) else xp.iinfo(x.dtype).min
-        x = xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=low)
-    ho, wo = (window_count(size, k, s, (0, 0), d) for size, k, s, d in
-              zip(x.shape[2:], kernel_size, stride, dilation))
-    taps = [x[:, :, i * dh:i * dh + (ho - 1) * sh + 1:sh, j * dw:j * dw + (wo - 1) * sw + 1:sw]
-            for i in range(kh) for j in range(kw)]
-    values = taps[0].copy()
+    n, c, h, w = x.shape
+    ho, wo = (window_count(size, k, s, pads, d) for size, k, s, pads, d in
+              zip((h, w), kernel_size, stride, padding, dilation))
+    hq, wq = ((k - 1) * d // s + count for k, d, s, count in ((kh, dh, sh, ho), (kw, dw, sw, wo)))
+    phases = _phase_planes(xp, x, {(i * dh % sh, j * dw % sw) for i in range(kh)
+                                   for j in range(kw)}, (sh, sw), (pt, pl), (hq, wq))
+    # window (p, r, q) of the (N*C, hq, wq) grid reads tap (i, j) at this flat offset of its phase
+    length = max((n * c - 1) * hq * wq + (ho - 1) * wq + wo, 0)
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            start = i * dh // sh * wq + j * dw // sw
+            taps.append(phases[i * dh % sh, j * dw % sw][start:start + length])
+    values = xp.empty(n * c * hq * wq, x.dtype)
+    xp.copyto(values[:length], taps[0])
     for tap in taps[1:]:
-        xp.maximum(values, tap, out=values)
-    has_nan = dt.is_float_array(x) and bool(xp.isnan(values).any())
+        xp.maximum(values[:length], tap, out=values[:length])
+    has_nan = dt.is_float_array(x) and bool(xp.isnan(values[:length]).any())
     count = xp.uint8 if kh * kw <= 256 else xp.int64
     first, unmatched = xp.zeros(values.shape, dtype=count), None
     for tap in taps[:-1]:
-        differs = tap != values
+        differs = tap != values[:length]
         if has_nan:
             differs &= tap == tap
         unmatched = differs if unmatched is None else xp.logical_and(unmatched, differs,
                                                                       out=unmatched)
-        first += unmatched.view(xp.uint8)
+        first[:length] += unmatched.view(xp.uint8)
     offsets = xp.asarray([i * dh * w + j * dw for i in range(kh) for j in range(kw)],
                          dtype=xp.int64)
     corners = (xp.arange(ho, dtype=xp.int64) * sh - pt)[:, None] * w + \
         (xp.arange(wo, dtype=xp.int64) * sw - pl)
-    indices = offsets.take(first)
+    indices = offsets.take(_windows(first, (n, c, hq, wq), ho, wo))
     indices += corners
-    return values, indices
+    return xp.ascontiguousarray(_windows(values, (n, c, hq, wq), ho, wo)), indices
+
+
+def _windows(flat, grid: tuple, ho: int, wo: int):
+    """The (N, C, Ho, Wo) windows of a flat (N, C, hq, wq) grid (a view)."""
+    return flat.reshape(grid)[:, :, :ho, :wo]
+
+
+def _phase_planes(xp, x, needed, stride, start, size):
+    """Each needed stride phase (a, b) of the padded input, padded[:, :, a::sh, b::sw], as a
+    flat contiguous (N, C, hq, wq) grid filled with the pooling's lowest value beyond the
+    input, so a tap of every window is one flat slice."""
+    (sh, sw), (pt, pl), (hq, wq) = stride, start, size
+    n, c, h, w = x.shape
+    low = -xp.inf if dt.is_float_array(x) else xp.iinfo(x.dtype).min
+    phases = {}
+    for a, b in needed:
+        grid = xp.full((n, c, hq, wq), low, dtype=x.dtype)
+        r0, q0 = -((a - pt) // sh), -((b - pl) // sw)   # first rows/cols inside the input
+        rows = range(a - pt + r0 * sh, h, sh)[:max(hq - r0, 0)]
+        cols = range(b - pl + q0 * sw, w, sw)[:max(wq - q0, 0)]
+        if len(rows) and len(cols):
+            grid[:, :, r0:r0 + len(rows), q0:q0 + len(cols)] = \
+                x[:, :, rows.start:rows.stop:sh, cols.start:cols.stop:sw]
+        phases[a, b] = grid.reshape(-1)
+    return phases
 
 
 def _max_pool2d_infer(x, kernel_size, stride, padding, dilation):
