@@ -45,7 +45,7 @@ def _max_pool2d_taps(xp, x, kernel_size, stride, padding, dilation):
 
     Elementwise work on flat contiguous runs instead of copying every window and scanning it
     for its argmax, or of strided (N, C, Ho, Wo) views (NumPy walks those 16 values at a
-XX
+    time: ResNet-18's 3x3/2 stem pool at batch 8, 1.20 -> 0.75 ms): the maxima are a running
     `maximum` (NaN propagates, as in the general kernel), and each window's first tap equal to
     its maximum (or the first NaN) is counted as the number of taps before it that differ from
     it. Its plane index is the window's corner plus the tap's offset.
