@@ -18,6 +18,8 @@ products alone cost nothing measurable (new/old 0.998, old/new round-robin).
 """
 from __future__ import annotations
 
+import itertools
+
 from ..fused import is_fused
 from ..ir import Graph
 from .checkpoint import recompute_for_backward
@@ -40,12 +42,15 @@ def recompute(graph: Graph) -> Graph:
             else:
                 backward_reads.setdefault(vid, []).append(j)
     needed_at = _needed_at(nodes, escaping, backward_reads)
+    backward_before = list(itertools.accumulate((not n.grad_enabled for n in nodes), initial=0))
     made: dict = {}               # value id -> index of the node recomputed for it
     for i, n in enumerate(nodes):
         out = n.outputs[0] if len(n.outputs) == 1 else None
         at = needed_at.get(id(n))
         if at is None or last_forward_read.get(out.id, i) > at:
             continue   # no gap between its forward and backward reads: nothing to save
+        if backward_before[at] == backward_before[i + 1]:
+            continue   # no backward work in between: already a recomputed copy (checkpointing)
         if all(_kept_anyway(v, out, at, made, last_read, escaping) for v in n.inputs):
             made[out.id] = i
     if made:

@@ -120,3 +120,28 @@ def test_step_peak_memory_below_eager_and_without_the_pass():
     # per block it keeps 2 of the LayerNorm's 3 and 2 of the MLP's 3 activations less
     assert peaks["recompute"] < 0.85 * peaks["kept"], peaks
     assert peaks["recompute"] < 0.8 * peaks["eager"], peaks
+
+
+def test_checkpointed_copies_are_not_copied_again():
+    """Activation checkpointing already recomputes its blocks in the backward; this pass must
+    not copy those copies once more next to them (the same op on the same values twice with no
+    backward work in between). A copy kept across backward work may be recomputed again."""
+    model, opt, x, y = _setup()
+    step = TrainStep(model, opt, ("fuse_elementwise", "fuse_matmul"))
+    for block in model.blocks:
+        step.config.activation_checkpointing(block)
+    step(x, y), step(x, y)
+    nodes = step.ir.nodes
+    start = next(i for i, n in enumerate(nodes) if not n.grad_enabled)
+    seen: dict = {}
+    recomputed = 0
+    for i in range(start, len(nodes)):
+        n = nodes[i]
+        if not n.grad_enabled:
+            continue
+        recomputed += 1
+        key = (n.op.name, tuple(v.id for v in n.inputs))
+        if key in seen:
+            assert any(not m.grad_enabled for m in nodes[seen[key] + 1:i]), nodes[i]
+        seen[key] = i
+    assert recomputed > 10                       # checkpointing did recompute
