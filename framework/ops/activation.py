@@ -23,7 +23,7 @@ from .precision import in_float32, widened
 from .unary import _erf_kernel, abs_, erf, exp, expm1, floating, tanh
 from .constants import zeros_view
 from .core import identity
-from .dispatch import state
+from .dispatch import apply_inplace, state
 
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -165,12 +165,15 @@ softplus_op = defop("softplus", _softplus_kernel, rules.same_float, vjp=_softplu
                     saves=(0,), elementwise=True, onnx=_lower_softplus, cpu=by_kernel(_SEVERAL),
                     cuda="({0} * ({t}){beta} > ({t}){threshold} ? {0} : "
                          "log1p(exp({0} * ({t}){beta})) / ({t}){beta})")
-# clamp whose gradient is zero at the bounds too (PyTorch's hardtanh, relu6).
+# clamp whose gradient is zero at the bounds too (PyTorch's hardtanh, relu6). The gradient's
+# mask reads the output, min < out < max exactly where min < x < max (NaN in neither), as
+# PyTorch's in-place hardtanh_ does: an in-place ReLU6 then overwrites its input with no copy
+# kept, and a compiled step need not keep the input (a BatchNorm's output) alive for backward.
 hardtanh_op = defop(
     "hardtanh", clamp_op.kernel, rules.same,
-    vjp=lambda g, out, x, min, max: (where(logical_and(gt(x, min), lt(x, max)), g, 0),),
-    saves=(0,), elementwise=True, out_arg=True, onnx=clamp_op.onnx, cpu=clamp_op.cpu,
-    cuda=cuda_clamp)
+    vjp=lambda g, out, x, min, max: (where(logical_and(gt(out, min), lt(out, max)), g, 0),),
+    saves=(), saves_out=True, elementwise=True, out_arg=True, onnx=clamp_op.onnx,
+    cpu=clamp_op.cpu, cuda=cuda_clamp)
 
 
 def _activate(input, inplace: bool, fn) -> Tensor:
@@ -227,7 +230,9 @@ def selu(input, inplace: bool = False) -> Tensor:
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
-    return _activate(input, inplace, lambda x: hardtanh_op(x, min=min_val, max=max_val))
+    attrs = {"min": min_val, "max": max_val}
+    return apply_inplace(hardtanh_op, input, (), attrs, "hardtanh_") if inplace else \
+        hardtanh_op(input, **attrs)
 
 
 def relu6(input, inplace: bool = False) -> Tensor:
