@@ -1,11 +1,11 @@
 """How one node becomes one line of generated code, and where it may write its result.
 
-The memory planner asks `writes_out` / `inplace_positions` (may this node write into a given
-buffer, and may that buffer be one of its inputs?); codegen asks `call` for the expression.
-Plain ufunc ops call the ufunc directly (the OpDef's `cpu` template), fused nodes call their
-generated kernel, ops with a `specialize` fact call the function it binds for the node's types
-(float sums: the plan the eager kernel picks), everything else calls its OpDef kernel with the
-attrs written inline: no dispatch and no `partial` per call.
+The memory planner asks `out_output` / `inplace_positions` (which result may this node write
+into a given buffer, and may that buffer be one of its inputs?); codegen asks `call` for the
+expression. Plain ufunc ops call the ufunc directly (the OpDef's `cpu` template), fused nodes
+call their generated kernel, ops with a `specialize` fact call the function it binds for the
+node's types (float sums: the plan the eager kernel picks), everything else calls its OpDef
+kernel with the attrs written inline: no dispatch and no `partial` per call.
 """
 from __future__ import annotations
 
@@ -38,8 +38,23 @@ def writes_out(node) -> bool:
     return node.op.elementwise and (node.op.out_arg or _template(node) is not None)
 
 
+def out_output(node) -> int | None:
+    """The output the node's `out=` may fill: a `writes_out` node's one result, or the one an op
+    names in `OpDef.out_into` (cross-entropy's probabilities, its gradient)."""
+    if writes_out(node):
+        return 0
+    if node.op.out_into is None or node.op.elementwise:
+        return None
+    k = node.op.out_into[0]
+    return k if node.outputs[k].type.shape else None
+
+
 def inplace_positions(node) -> set:
     """Input positions whose buffer the result may overwrite (the input dying here)."""
+    if node.op.out_into is not None and not node.op.elementwise:
+        ids = [v.id for v in node.inputs]
+        return {p for p in node.op.out_into[1] if ids.count(ids[p]) == 1} \
+            if out_output(node) is not None else set()
     if not writes_out(node) or not node.op.elementwise:
         return set()
     if node.op is FUSED_ELEMENTWISE:

@@ -6,7 +6,10 @@ Every node result lives in a *storage*: its own fresh array, the storage of the 
 * a parameter's array, when the value is that parameter's next state (an optimizer update) and
   nothing reads the old value afterwards: the update runs in place and nothing is copied back;
 * the storage of an input that dies at this node (in-place rewriting: `relu(x, out=x)`), for
-  elementwise kernels where `emit.inplace_positions` says the aliasing is safe;
+  elementwise kernels where `emit.inplace_positions` says the aliasing is safe, and for ops
+  that name the output and inputs (`OpDef.out_into`: cross-entropy's probabilities into its
+  logits, their gradient into the probabilities); the input is a whole storage or a reshape of
+  one;
 * a reusable buffer ("slot") of the same shape and dtype whose previous contents are dead, for
   results that stay inside the call (graph outputs and state values get their own arrays).
 
@@ -22,6 +25,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
+
+from dualflow.ops.shape import reshape_op
 
 from . import emit
 from .ir import Graph
@@ -86,7 +91,7 @@ class _Planner:
         self.escaping = {v.id for v in graph.outputs} | {v.id for _, v in graph.state_updates}
         self.root: dict = {}       # value id -> storage id (a value id, or ("param", id))
         self.end: dict = {}        # storage id -> index of its last reader
-        self.whole: set = set()    # value ids that are a whole storage (not a view of one)
+        self.whole: set = set()    # value ids that are a whole storage (or a reshape of one)
         self.in_slot: dict = {}    # storage id -> slot id
         self.slot_storage: list = []   # slot id -> storage currently in it
         self.busy: dict = {}       # (shape, dtype) -> heap of (end, slot id, storage) in use
@@ -123,14 +128,17 @@ class _Planner:
         if aliases_input(n) and n.inputs:
             for o in n.outputs:
                 self.root[o.id] = self.root.get(n.inputs[0].id, n.inputs[0].id)
+            if n.op is reshape_op and n.inputs[0].id in self.whole:  # the same elements (or a
+                self.whole.add(n.outputs[0].id)                     # copy of them) in C order
             return
         for o in n.outputs:
             self.root[o.id] = o.id
             self.end[o.id] = self.closure.get(o.id, -1)
             self.whole.add(o.id)
-        if len(n.outputs) != 1 or not emit.writes_out(n):
+        k = emit.out_output(n)
+        if k is None:
             return
-        o = n.outputs[0]
+        o = n.outputs[k]
         dest = self._param_dest(i, n, o) or self._inplace_dest(i, n, o) or self._slot_dest(i, n, o)
         if dest is not None:
             self.plan.dest[i] = dest

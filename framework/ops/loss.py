@@ -156,15 +156,21 @@ def _targets(xp, target, ignore_index: int, classes: int):
     return valid, safe, int(xp.count_nonzero(valid))
 
 
-def _cross_entropy_kernel(xp, x, target, ignore_index, reduction):
+def _cross_entropy_kernel(xp, x, target, ignore_index, reduction, out=None):
+    """(loss, probabilities); the probabilities go into `out` when given, which may be x itself
+    (the compiled step's dying logits): the same arithmetic, only the destination differs."""
     valid, safe, count = _targets(xp, target, ignore_index, x.shape[1])
     flat_targets = _row_starts(xp, *x.shape) + safe
     if blocked(x):
-        picked, prob = softmax_rows(x, flat_targets)
+        direct = out is None or out.flags.c_contiguous
+        picked, prob = softmax_rows(x, flat_targets, out if direct else None)
+        if not direct:
+            out[...] = prob
+            prob = out
     else:
         logp = _log_softmax_kernel(xp, x, 1)
         picked = logp.reshape(-1)[flat_targets]
-        prob = xp.exp(logp, out=logp)
+        prob = xp.exp(logp, out=logp if out is None else out)
     if valid is not None:  # -0.0: an ignored row's loss is +0 once negated
         picked = xp.where(valid, picked, -0.0)
     if reduction == "none":
@@ -175,14 +181,20 @@ def _cross_entropy_kernel(xp, x, target, ignore_index, reduction):
     return xp.asarray(total, dtype=x.dtype), prob
 
 
-def _cross_entropy_backward_kernel(xp, g, prob, target, ignore_index, reduction):
+def _cross_entropy_backward_kernel(xp, g, prob, target, ignore_index, reduction, out=None):
+    """The gradient of the scores, into `out` when given, which may be prob itself (the targets'
+    probabilities are read first): the same arithmetic, only the destination differs."""
+    if out is not None and not out.flags.c_contiguous:  # the targets are set through a flat view
+        out[...] = _cross_entropy_backward_kernel(xp, g, prob, target, ignore_index, reduction)
+        return out
     valid, safe, count = _targets(xp, target, ignore_index, prob.shape[1])
     flat_targets = _row_starts(xp, *prob.shape) + safe
     scale = _row_scale(xp, g, valid, count, reduction)
+    target_prob = prob.reshape(-1)[flat_targets]
     if blocked(prob):
-        return softmax_grad_rows(prob, flat_targets, scale)
-    grad = xp.multiply(prob, scale, out=xp.empty(prob.shape, prob.dtype))  # a flat view
-    set_target_grads(grad, prob, flat_targets, scale)
+        return softmax_grad_rows(prob, target_prob, flat_targets, scale, out)
+    grad = xp.multiply(prob, scale, out=xp.empty(prob.shape, prob.dtype) if out is None else out)
+    set_target_grads(grad, target_prob, flat_targets, scale)
     return grad
 
 
@@ -267,11 +279,12 @@ def _lower_cross_entropy(ctx, node):
 cross_entropy_op = defop(
     "cross_entropy", _cross_entropy_kernel, _cross_entropy_infer, _cross_entropy_vjp,
     saves=(1,), saves_out=(1,), num_outputs=2, sparse_grads=True, onnx=_lower_cross_entropy,
-    amp="float32")
+    amp="float32", out_into=(1, (0,)))
 # (prob - onehot(target)) * g per row ('mean': / count), ignored rows 0: cross_entropy's VJP.
 cross_entropy_backward = defop(
     "cross_entropy_backward", _cross_entropy_backward_kernel, _cross_entropy_backward_infer,
-    _cross_entropy_backward_vjp, onnx=not_exportable("a gradient op: training graphs only"))
+    _cross_entropy_backward_vjp, onnx=not_exportable("a gradient op: training graphs only"),
+    out_into=(0, (1,)))
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,

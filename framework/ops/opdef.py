@@ -104,6 +104,8 @@ class OpDef:
     cuda: Any = None               # fused CUDA expression (str or rule), or `by_kernel(why)`
     returns_input: bool | Callable = False  # the kernel may hand back its input (or a view)
     out_buffer: bool = False       # a non-elementwise op whose `out=` may be any result buffer
+    out_into: tuple | None = None  # (output k, input positions): a non-elementwise kernel's
+    #                                `out=` fills output k and may be one of those inputs itself
     specialize: Callable | None = None  # (xp, input types, **attrs) -> kernel bound at compile
     amp: str | None = None         # autocast: "low" (float16/bfloat16 inputs), "float32", or None
 

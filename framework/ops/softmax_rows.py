@@ -37,10 +37,13 @@ def _block_rows(x) -> int:
     return max(1, _BLOCK_BYTES // (x.shape[1] * x.itemsize))
 
 
-def softmax_rows(x: np.ndarray, flat_targets: np.ndarray) -> tuple:
+def softmax_rows(x: np.ndarray, flat_targets: np.ndarray,
+                 out: np.ndarray | None = None) -> tuple:
     """(log-probabilities at `flat_targets`, softmax(x, 1)) of a matrix `blocked` accepts; the
-    targets are flat positions in `x`, one per row; the softmax is a new C-contiguous array."""
-    out = np.empty_like(x)
+    targets are flat positions in `x`, one per row. The softmax goes into `out` (a C-contiguous
+    array like x; it may be x itself: each block of rows, its targets included, is read before
+    it is written), else into a new array."""
+    out = np.empty_like(x) if out is None else out
     picked = np.empty(x.shape[0], x.dtype)
     flat = x.reshape(-1)
     rows = _block_rows(x)
@@ -55,20 +58,24 @@ def softmax_rows(x: np.ndarray, flat_targets: np.ndarray) -> tuple:
     return picked, out
 
 
-def softmax_grad_rows(prob: np.ndarray, flat_targets: np.ndarray, scale) -> np.ndarray:
-    """(prob - onehot) * scale, where `flat_targets` are the targets' flat positions in `prob`
-    and `scale` is a scalar or an (N, 1) column; block by block, the targets' entries last."""
-    grad = np.empty_like(prob)
+def softmax_grad_rows(prob: np.ndarray, target_prob: np.ndarray, flat_targets: np.ndarray,
+                      scale, out: np.ndarray | None = None) -> np.ndarray:
+    """(prob - onehot) * scale, where `flat_targets` are the targets' flat positions in `prob`,
+    `target_prob` the probabilities there, and `scale` a scalar or an (N, 1) column; block by
+    block, the targets' entries last. Into `out` (C-contiguous; it may be prob itself) or a new
+    array."""
+    grad = np.empty_like(prob) if out is None else out
     rows = _block_rows(prob)
     column = np.ndim(scale) == 2
     for start in range(0, prob.shape[0], rows):
         np.multiply(prob[start:start + rows], scale[start:start + rows] if column else scale,
                     out=grad[start:start + rows])
-    set_target_grads(grad, prob, flat_targets, scale)
+    set_target_grads(grad, target_prob, flat_targets, scale)
     return grad
 
 
-def set_target_grads(grad, prob, flat_targets, scale) -> None:
-    """grad's entries at the targets := (prob - 1) * scale (the rest is prob * scale)."""
-    grad.reshape(-1)[flat_targets] = (prob.reshape(-1)[flat_targets] - 1) * (
+def set_target_grads(grad, target_prob, flat_targets, scale) -> None:
+    """grad's entries at the targets := (target_prob - 1) * scale (the rest is prob * scale);
+    `grad` is C-contiguous."""
+    grad.reshape(-1)[flat_targets] = (target_prob - 1) * (
         scale[:, 0] if getattr(scale, "ndim", 0) == 2 else scale)
