@@ -17,6 +17,7 @@ from dualflow.graph.memory import aliases_input
 from dualflow.graph.passes.checkpoint import checkpoint_pass
 from dualflow.graph.passes.cse import cse
 from dualflow.graph.passes.decompose import decompose
+from dualflow.graph.passes.recompute import recompute
 from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
 from dualflow.graph.retrace import leaf_names
 from dualflow.graph.split import split_forward_backward
@@ -216,6 +217,9 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     joint = cse(decompose(trace.graph))
     if scopes:  # on the joint graph: recomputed copies land in the backward half of the split
         checkpoint_pass(scopes)(joint)
+    # Cheap forward products whose inputs are saved anyway are recomputed in the backward half
+    # instead of saved as residuals (the split sees only the copies' inputs as read there).
+    joint = recompute(joint)
     fwd, bwd, residuals = split_forward_backward(joint, len(leaves_out),
                                                  [s._value for s in seeds])
     fwd_exe, _ = compile_graph(fwd)
