@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import dualflow as flow
+import dualflow.nn.graph_mode as graph_mode
 from dualflow import nn
 from dualflow.graph.call_flags import activation_checkpointing, graph_cache
 
@@ -48,12 +49,16 @@ def test_checkpointing_gives_identical_results(name):
     # BatchNorm's one-op VJP (ops/batch_norm.py) reads only its input and batch statistics,
     # which the running-stat update keeps anyway: nothing of the CNN's block is recomputed
     assert any(n.grad_enabled for n in ckpt.bwd.graph.nodes) == (name == "transformer")
-    assert not any(n.grad_enabled for n in plain.bwd.graph.nodes)
+    # without checkpointing only the recompute pass's cheap products are recomputed
+    assert {n.op.name for n in plain.bwd.graph.nodes if n.grad_enabled} <= {
+        "mul", "fused_elementwise"}
     assert _count(ckpt, "bernoulli_mask") == _count(plain, "bernoulli_mask")
     assert not any(n.op.name == "bernoulli_mask" for n in ckpt.bwd.graph.nodes)
 
 
-def test_checkpointing_keeps_fewer_residuals():
+def test_checkpointing_keeps_fewer_residuals(monkeypatch):
+    # checkpointing alone, without the recompute pass (which shrinks the plain residuals too)
+    monkeypatch.setattr(graph_mode, "recompute", lambda graph: graph)
     _, _, plain = _train("transformer", False, steps=1)
     _, _, ckpt = _train("transformer", True, steps=1)
     size = lambda e: sum(v.type.numel() for v in e.fwd.graph.outputs[e.n_out:])  # noqa: E731
