@@ -1,13 +1,13 @@
 """The early_updates pass: a compiled training step runs each parameter's optimizer update right
 after its gradient, so gradients do not pile up until the end of the backward. Results stay
 bit-identical to eager; the step's measured peak memory falls well below eager's."""
-import gc
-import tracemalloc
 
 import numpy as np
 
 import dualflow as flow
 from dualflow import nn
+
+from .step_memory import step_peak_bytes
 
 
 class TrainStep(nn.Graph):
@@ -60,24 +60,6 @@ def _graph_step(model, opt, early: bool = True):
     return g, (lambda: g(x, y))
 
 
-def _peak_bytes(step, opt) -> int:
-    """tracemalloc peak above the resting heap (weights and optimizer state, gradients dropped,
-    as benchmarks/memory.py measures) of one steady-state step."""
-    for _ in range(3):
-        step()
-    tracemalloc.start()
-    try:
-        step()
-        opt.zero_grad()
-        gc.collect()
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        step()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-
-
 def test_parameters_bit_identical_to_eager_sgd_and_adam():
     for kind in ("sgd", "adam"):
         eager_model, graph_model = _wide_mlp(), _wide_mlp()
@@ -117,7 +99,7 @@ def test_step_peak_memory_well_below_eager():
         opt = _opt(model, "sgd")
         step = _eager_step(model, opt) if mode == "eager" else _graph_step(
             model, opt, mode == "early")[1]
-        peaks.append(_peak_bytes(step, opt))
+        peaks.append(step_peak_bytes(step, opt.zero_grad, warmup=3))
     eager, graph, traced_order = peaks
     grad_bytes = sum(p.numel() * 4 for p in model.parameters())
     # eager and the traced order hold every gradient at the end of the backward; early

@@ -6,9 +6,9 @@ import numpy as np
 
 import dualflow as flow
 import dualflow.nn.graph_mode as graph_mode
-from dualflow import nn
 
-from .test_recompute import _eager, _peak_bytes, _setup
+from .step_memory import step_peak_bytes
+from .test_recompute import _eager, _setup
 
 
 def _global_step(model, opt, x, y):
@@ -60,8 +60,8 @@ def test_step_peak_memory_falls(monkeypatch):
     peaks = {}
     for recompute in (False, True):
         _, opt, run = _compiled(recompute, monkeypatch)
-        peaks[recompute] = _peak_bytes(run, opt)
+        peaks[recompute] = step_peak_bytes(run, opt.zero_grad)
     model, opt, x, y = _setup()
-    eager = _peak_bytes(_eager(model, opt, x, y), opt)
+    eager = step_peak_bytes(_eager(model, opt, x, y), opt.zero_grad)
     assert peaks[True] < 0.85 * peaks[False], peaks
     assert peaks[True] < 0.95 * eager, (peaks, eager)   # GRAPH mode kept more than eager

@@ -4,9 +4,7 @@ into the probabilities' buffer (OpDef.out_into and the memory planner): a small 
 model's step holds one (N, vocab) matrix fewer at its peak, with eager's results bit for bit."""
 from __future__ import annotations
 
-import gc
 import re
-import tracemalloc
 
 import numpy as np
 
@@ -14,6 +12,8 @@ import dualflow as flow
 import dualflow.nn.functional as F
 from dualflow import nn
 from dualflow.ops.loss import cross_entropy_backward, cross_entropy_op
+
+from .step_memory import step_peak_bytes
 
 VOCAB, BATCH, SEQ = 4000, 4, 50   # logits (200, 4000) float32: 3.2 MB, cross-entropy's blocked path
 
@@ -80,20 +80,6 @@ def test_probabilities_go_into_the_logits_and_training_matches_eager_bit_for_bit
         np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
 
 
-def _step_peak(step, tokens, targets) -> int:
-    step(tokens, targets)
-    step(tokens, targets)
-    tracemalloc.start()
-    try:
-        gc.collect()
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        step(tokens, targets)
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-
-
 def test_the_step_keeps_one_vocabulary_matrix_fewer(monkeypatch):
     tokens, targets = _data()
     peaks = {}
@@ -102,7 +88,7 @@ def test_the_step_keeps_one_vocabulary_matrix_fewer(monkeypatch):
             monkeypatch.setattr(cross_entropy_op, "out_into", None)
             monkeypatch.setattr(cross_entropy_backward, "out_into", None)
         step = Step(*_model_and_opt())
-        peaks[into_logits] = _step_peak(step, tokens, targets)
+        peaks[into_logits] = step_peak_bytes(lambda: step(tokens, targets))
         assert ("out=" in next(ln for ln in step.code.splitlines()
                                if "# cross_entropy " in ln)) == into_logits
     matrix = BATCH * SEQ * VOCAB * 4

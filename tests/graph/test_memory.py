@@ -1,7 +1,5 @@
 """Memory planning: in-place writes, reused slots, in-place state updates, views that keep a
 buffer alive, residuals freed at their last use, and planned vs measured peaks."""
-import gc
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -11,6 +9,7 @@ from dualflow import nn
 from dualflow.graph import Trace, compile_graph
 from dualflow.graph.memory import plan_memory
 
+from .step_memory import step_peak_bytes
 from .models import make
 from .test_mode_parity import TrainGraph
 
@@ -140,21 +139,6 @@ def test_backward_graph_frees_residuals_at_their_last_use():
     assert set(residuals) <= deleted
 
 
-def _step_peak(fn, release=lambda: None) -> int:
-    fn()
-    tracemalloc.start()
-    try:
-        fn()
-        release()
-        gc.collect()
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        fn()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-
-
 def test_compiled_training_step_needs_less_memory_than_eager():
     model, x, y = make("transformer", flow.float32)
     opt = flow.optim.SGD(model.parameters(), lr=0.05)
@@ -164,9 +148,9 @@ def test_compiled_training_step_needs_less_memory_than_eager():
         opt.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
         opt.step()
-    eager_peak = _step_peak(eager, lambda: opt.zero_grad(set_to_none=True))
+    eager_peak = step_peak_bytes(eager, lambda: opt.zero_grad(set_to_none=True), warmup=1)
     step = TrainGraph(model, opt)
-    graph_peak = _step_peak(lambda: step(x, y))
+    graph_peak = step_peak_bytes(lambda: step(x, y), warmup=1)
     assert graph_peak < eager_peak
     plan = plan_memory(step.ir)
     assert plan.peak_bytes <= plan.unplanned_peak_bytes

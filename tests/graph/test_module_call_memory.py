@@ -1,13 +1,13 @@
 """Memory of GRAPH-mode training: residuals handed to the backward graph by value (freed at their
 last use unless the graph is retained), gradients adopted as `.grad` rather than copied."""
-import gc
-import tracemalloc
 
 import numpy as np
 
 import dualflow as flow
 from dualflow import nn
 from dualflow.eager import engine
+
+from .step_memory import step_peak_bytes
 
 
 def _mlp():
@@ -22,18 +22,7 @@ def _backward_peak(mode, model, x) -> int:
         model.zero_grad(set_to_none=True)
         with flow.mode(mode):
             model(x).square().sum().backward()
-    step()
-    tracemalloc.start()
-    try:
-        step()
-        model.zero_grad(set_to_none=True)
-        gc.collect()
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        step()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    return step_peak_bytes(step, lambda: model.zero_grad(set_to_none=True), warmup=1)
 
 
 def test_graph_mode_backward_needs_no_more_memory_than_eager():

@@ -1,13 +1,13 @@
 """The recompute pass: cheap elementwise forward results (LayerNorm's normalized input and
 affine output, GELU's output) are recomputed in the backward instead of being kept from the
 forward. Results stay bit-identical to eager, and the compiled step's measured peak falls."""
-import gc
-import tracemalloc
 
 import numpy as np
 
 import dualflow as flow
 from dualflow import nn
+
+from .step_memory import step_peak_bytes
 
 
 class Block(nn.Module):
@@ -64,23 +64,6 @@ def _eager(model, opt, x, y):
     return step
 
 
-def _peak_bytes(step, opt) -> int:
-    """tracemalloc peak above the resting heap (gradients dropped) of a steady-state step."""
-    for _ in range(2):
-        step()
-    tracemalloc.start()
-    try:
-        step()
-        opt.zero_grad()
-        gc.collect()
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        step()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-
-
 def test_training_bit_identical_to_eager():
     model_e, opt_e, x, y = _setup()
     model_g, opt_g, _, _ = _setup()
@@ -116,7 +99,7 @@ def test_step_peak_memory_below_eager_and_without_the_pass():
         else:
             g = TrainStep(model, opt, ("recompute",) if mode == "kept" else ())
             step = (lambda g=g: g(x, y))
-        peaks[mode] = _peak_bytes(step, opt)
+        peaks[mode] = step_peak_bytes(step, opt.zero_grad)
     # per block it keeps 2 of the LayerNorm's 3 and 2 of the MLP's 3 activations less
     assert peaks["recompute"] < 0.85 * peaks["kept"], peaks
     assert peaks["recompute"] < 0.8 * peaks["eager"], peaks
