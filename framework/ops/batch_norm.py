@@ -111,8 +111,7 @@ def _on_arrays(g, x, weight) -> bool:
     """Whether `_vjp_arrays` may stand in for the op-by-op closed form: an eager backward that
     records nothing (no create_graph, no trace), with no profiler timing ops and no autocast
     region open, of C-ordered NumPy float32/float64 arrays."""
-    if dispatch.state.grad_enabled or dispatch.state.interpreters or dispatch.AUTOCAST_OPS or \
-            dispatch.DIRECT_INPLACE is not dispatch.EAGER:
+    if dispatch.state.grad_enabled or not dispatch.arrays_directly():
         return False
     gd, xd = g._data, x._data
     return type(gd) is np.ndarray and type(xd) is np.ndarray and gd.dtype == xd.dtype and \

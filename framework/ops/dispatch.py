@@ -283,6 +283,13 @@ EAGER = EagerInterpreter()
 DIRECT_INPLACE = EAGER
 
 
+def arrays_directly() -> bool:
+    """Whether work may skip the ops and run their kernels on the arrays (optimizer updates,
+    running statistics, a VJP's closed form): eager (no tracer), no profiler timing ops, no
+    autocast region open. Callers check what else they need (grad mode, array types)."""
+    return not state.interpreters and DIRECT_INPLACE is EAGER and not AUTOCAST_OPS
+
+
 def _reads_first_input(op) -> bool:
     return op.saves is None or 0 in op.saves
 

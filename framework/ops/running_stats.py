@@ -18,8 +18,7 @@ def update_on_arrays(running, stat, keep: float, factor: float) -> bool:
     """`running.mul_(keep).add_(stat * factor)` on NumPy arrays when nothing would record it (no
     trace, no profiler timing ops, no autocast region) and both are of one floating dtype;
     returns False, having done nothing, where the tensor ops must run instead."""
-    if dispatch.state.interpreters or dispatch.AUTOCAST_OPS or \
-            dispatch.DIRECT_INPLACE is not dispatch.EAGER:
+    if not dispatch.arrays_directly():
         return False
     r, s = running._data, stat._data
     if type(r) is not np.ndarray or type(s) is not np.ndarray or r.dtype != s.dtype or \

@@ -115,7 +115,7 @@ class Optimizer:
     def _step_all(self) -> None:
         direct = self._update_arrays if self._update_arrays is not None and \
             _defined_by(type(self), "_update") is _defined_by(type(self), "_update_arrays") \
-            and direct_updates_possible() else None
+            and dispatch.arrays_directly() else None
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
@@ -252,13 +252,6 @@ def check_kernel_choices(foreach: bool | None = None, fused: bool | None = None,
 
 def _defined_by(cls: type, name: str) -> type:
     return next(k for k in cls.__mro__ if name in vars(k))
-
-
-def direct_updates_possible() -> bool:
-    """Whether an update may skip the ops and run on the arrays: eager (no tracer), no profiler
-    timing in-place updates as ops, no autocast region open."""
-    return not dispatch.state.interpreters and dispatch.DIRECT_INPLACE is dispatch.EAGER and \
-        not dispatch.AUTOCAST_OPS
 
 
 def plain_numbers(*values) -> bool:

@@ -8,10 +8,10 @@ their inputs are defined, as PyTorch users do by hand with per-parameter optimiz
 gradient then dies right after the update that reads it.
 
 A node computed from parameters alone (momentum times the old buffer) moves only to just before
-its first reader. A node that makes a parameter's next value is kept after every reader of the parameter's current
-value, so the memory planner can still write the update into the parameter in place. The same
-ops run on the same arrays, only earlier, so results are bit-identical; impure nodes (random
-draws) never move, and graphs without state updates are left as they are.
+its first reader. A node that makes a parameter's next value is kept after every reader of the
+parameter's current value, so the memory planner can still write the update into the parameter
+in place. The same ops run on the same arrays, only earlier, so results are bit-identical;
+impure nodes (random draws) never move, and graphs without state updates are left as they are.
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ def early_updates(graph: Graph) -> Graph:
         return graph
     index = {id(n): i for i, n in enumerate(nodes)}
     made_by = {o.id: n for n in nodes for o in n.outputs}
-    readers = _param_readers(nodes)
+    uses = graph.uses()
     writes = _written_params(graph)
-    anchor = {id(n): i for i, n in enumerate(nodes)}   # the node each one must follow
+    anchor = dict(index)   # id(node) -> the position it must follow
     sources: dict = {}    # id -> movable node computed from parameters and constants alone
     for n in nodes:
         if id(n) not in movable:
@@ -41,14 +41,13 @@ def early_updates(graph: Graph) -> Graph:
         at = max([-1] + [anchor[id(p)] for p in inner])
         for o in n.outputs:   # a new parameter value: after every other reader of the old one
             if o.id in writes:
-                at = max([at] + [anchor[id(r)] for r in readers.get(writes[o.id], ()) if r is not n])
+                at = max([at] + [anchor[id(r)] for r in uses.readers(writes[o.id]) if r is not n])
         anchor[id(n)] = -1 if id(n) in sources else at
-    uses = graph.uses()
     for n in reversed(list(sources.values())):   # just before their first reader, not at the start
         anchor[id(n)] = min((anchor[id(r)] for o in n.outputs for r in uses.readers(o)),
                             default=index[id(n)])
     order = sorted(nodes, key=lambda n: (anchor[id(n)], index[id(n)]))
-    graph.set_nodes(order, graph.uses())
+    graph.set_nodes(order, uses)
     return graph
 
 
@@ -81,16 +80,6 @@ def _update_nodes(graph: Graph) -> set:
 
 
 def _written_params(graph: Graph) -> dict:
-    """value id of a state value -> id of the param Value whose tensor it overwrites."""
-    by_tensor = {id(v.ref): v.id for v in graph.params}
+    """value id of a state value -> the param Value whose tensor it overwrites."""
+    by_tensor = {id(v.ref): v for v in graph.params}
     return {v.id: by_tensor[id(t)] for t, v in graph.state_updates if id(t) in by_tensor}
-
-
-def _param_readers(nodes: list) -> dict:
-    """param value id -> the nodes reading it."""
-    readers: dict = {}
-    for n in nodes:
-        for v in n.inputs:
-            if v.kind == "param":
-                readers.setdefault(v.id, []).append(n)
-    return readers
