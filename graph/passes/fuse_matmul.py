@@ -53,21 +53,24 @@ def fuse_matmul(graph: Graph) -> Graph:
             return None   # the view is taken of a 2-d product (fused.product_as)
         return n, reshape
 
-    def absorbs(rw: Rewriter, user: Node, n) -> bool:
+    def absorbed(rw: Rewriter, user: Node, n):
+        """matmul_of(n) when the user's result has the product's shape and dtype, else None."""
         found = matmul_of(rw, n)
         if found is None:
-            return False
+            return None
         product, out = (found[1] or found[0]).outputs[0], user.outputs[0]
-        return (tuple(out.type.shape), out.type.dtype) == (tuple(product.type.shape),
+        same = (tuple(out.type.shape), out.type.dtype) == (tuple(product.type.shape),
                                                            product.type.dtype)
+        return found if same else None
 
     def epilogue(rw: Rewriter, user: Node):
         if not (user.op is FUSED_ELEMENTWISE or fusible(user)) or user.outputs[0].id in states:
             return None   # a new state: on its own the epilogue updates it in place
-        found = {id(p): p for p in map(rw.producer, user.inputs) if absorbs(rw, user, p)}
+        found = {id(p): (p, pair) for p in map(rw.producer, user.inputs)
+                 if (pair := absorbed(rw, user, p)) is not None}
         if not found:
             return None
-        n, reshape = matmul_of(rw, min(found.values(), key=rw.position))
+        n, reshape = min(found.values(), key=lambda item: rw.position(item[0]))[1]
         attrs = {}
         rw.drop(n)
         if reshape is not None:
