@@ -7,7 +7,7 @@ import numpy as np
 import dualflow as flow
 from dualflow import nn
 
-from .step_memory import step_peak_bytes
+from .step_memory import eager_step, step_peak_bytes
 
 
 class TrainStep(nn.Graph):
@@ -44,14 +44,7 @@ def _opt(model, kind: str):
 
 
 def _eager_step(model, opt):
-    def step():
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    x, y = _data()
-    return step
+    return eager_step(model, opt, *_data())
 
 
 def _graph_step(model, opt, early: bool = True):

@@ -7,13 +7,13 @@ import numpy as np
 import dualflow as flow
 import dualflow.nn.graph_mode as graph_mode
 
-from .step_memory import step_peak_bytes
-from .test_recompute import _eager, _setup
+from .step_memory import eager_step, step_peak_bytes
+from .test_recompute import _setup
 
 
 def _global_step(model, opt, x, y):
     """The eager loop under GRAPH mode: the model call compiles (forward + backward halves)."""
-    step = _eager(model, opt, x, y)
+    step = eager_step(model, opt, x, y)
 
     def run():
         with flow.mode(flow.GRAPH):
@@ -32,10 +32,10 @@ def _compiled(recompute: bool, monkeypatch):
     return model, opt, run
 
 
-def test_training_bit_identical_to_eager():
+def test_training_bit_identical_toeager_step():
     model_e, opt_e, x, y = _setup()
     model_g, opt_g, _, _ = _setup()
-    eager, run = _eager(model_e, opt_e, x, y), _global_step(model_g, opt_g, x, y)
+    eager, run = eager_step(model_e, opt_e, x, y), _global_step(model_g, opt_g, x, y)
     for _ in range(4):
         assert eager().item() == run().item()
     for a, b in zip(model_e.parameters(), model_g.parameters()):
@@ -62,6 +62,6 @@ def test_step_peak_memory_falls(monkeypatch):
         _, opt, run = _compiled(recompute, monkeypatch)
         peaks[recompute] = step_peak_bytes(run, opt.zero_grad)
     model, opt, x, y = _setup()
-    eager = step_peak_bytes(_eager(model, opt, x, y), opt.zero_grad)
+    eager = step_peak_bytes(eager_step(model, opt, x, y), opt.zero_grad)
     assert peaks[True] < 0.85 * peaks[False], peaks
     assert peaks[True] < 0.95 * eager, (peaks, eager)   # GRAPH mode kept more than eager

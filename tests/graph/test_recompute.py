@@ -7,7 +7,7 @@ import numpy as np
 import dualflow as flow
 from dualflow import nn
 
-from .step_memory import step_peak_bytes
+from .step_memory import eager_step, step_peak_bytes
 
 
 class Block(nn.Module):
@@ -54,20 +54,10 @@ def _setup(seed: int = 0):
     return model, flow.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), x, y
 
 
-def _eager(model, opt, x, y):
-    def step():
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
-def test_training_bit_identical_to_eager():
+def test_training_bit_identical_toeager_step():
     model_e, opt_e, x, y = _setup()
     model_g, opt_g, _, _ = _setup()
-    eager, graph = _eager(model_e, opt_e, x, y), TrainStep(model_g, opt_g)
+    eager, graph = eager_step(model_e, opt_e, x, y), TrainStep(model_g, opt_g)
     for _ in range(4):
         assert eager().item() == graph(x, y).item()
     for a, b in zip(model_e.parameters(), model_g.parameters()):
@@ -95,7 +85,7 @@ def test_step_peak_memory_below_eager_and_without_the_pass():
     for mode in ("eager", "recompute", "kept"):
         model, opt, x, y = _setup()
         if mode == "eager":
-            step = _eager(model, opt, x, y)
+            step = eager_step(model, opt, x, y)
         else:
             g = TrainStep(model, opt, ("recompute",) if mode == "kept" else ())
             step = (lambda g=g: g(x, y))
