@@ -41,12 +41,49 @@ def _finish(array, device, requires_grad) -> Tensor:
 def _infer_dtype(data) -> dt.DType:
     arr = np.asarray(data)
     if dt.is_float_array(arr):
-        return dt.get_default_dtype() if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
+        if isinstance(data, np.ndarray):
+            return dt.from_numpy_dtype(arr.dtype)
+        if arr.size and arr.dtype.kind == "f" and np.abs(arr).max() >= 2.0 ** 63:
+            error = _bad_leaf(data, int64_only=True)   # [1, 2**63] is float to NumPy
+            if isinstance(error, ValueError):
+                raise error
+        return dt.get_default_dtype()
     if arr.dtype.kind in "iu":
+        if not isinstance(data, np.ndarray) and arr.dtype.kind == "u":   # a Python int >= 2**63
+            raise _bad_leaf(data, int64_only=True)
         return dt.int64 if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
     if arr.dtype.kind == "b":
         return dt.bool_
+    if arr.dtype.kind in "OUS" and not isinstance(data, np.ndarray):
+        raise _bad_leaf(data, int64_only=True)
     raise TypeError(f"tensor(): cannot make a tensor from data of type {arr.dtype}")
+
+
+def _check_convertible(data) -> None:
+    """Data for an explicit dtype: NumPy would turn None into NaN and a string into digits."""
+    if isinstance(data, (bool, int, float, np.ndarray)) or is_device_array(data):
+        return
+    if np.asarray(data).dtype.kind in "OUS":
+        raise _bad_leaf(data, int64_only=False)
+
+
+def _bad_leaf(data, int64_only: bool) -> Exception:
+    """PyTorch's error for the first value of nested `data` that is no number (or, without an
+    explicit dtype, an integer outside int64)."""
+    stack = [data]
+    while stack:
+        leaf = stack.pop()
+        if isinstance(leaf, (list, tuple)):
+            stack.extend(reversed(leaf))
+        elif isinstance(leaf, str):
+            return TypeError(f"tensor(): invalid data type 'str' (got {leaf!r:.40})")
+        elif isinstance(leaf, (int, np.integer)) and not isinstance(leaf, bool):
+            if int64_only and not -2 ** 63 <= int(leaf) < 2 ** 63:
+                return ValueError(f"tensor(): Overflow: the integer {int(leaf)} does not fit in "
+                                  f"int64; pass dtype=dualflow.float64 to keep it approximately")
+        elif not isinstance(leaf, (bool, float, np.number)):
+            return RuntimeError(f"tensor(): Could not infer dtype of {type(leaf).__name__}")
+    return TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} data")
 
 
 def _to_array(data):
@@ -60,6 +97,8 @@ def _to_array(data):
 def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor that copies `data` (nested lists, scalars, NumPy arrays or tensors)."""
     data = _to_array(data)
+    if dtype is not None:
+        _check_convertible(data)
     d = dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data)
     if is_device_array(data):   # copied where it is
         arr = data.astype(d.np, copy=True)
@@ -153,6 +192,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = dt.get_default_dtype() if is_float else dt.int64
     d = dt.to_dtype(dtype)
+    if not _symbolic((step,)) and step == 0:
+        raise RuntimeError("arange: step must be nonzero")
     if _symbolic((start, end, step)):
         t = sized.arange_op(start=start, end=end, step=step, dtype=d, device=_device(device))
         return t.requires_grad_(True) if requires_grad else t
@@ -202,6 +243,9 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None) 
 
 
 def randperm(n: int, generator=None, dtype=None, device=None) -> Tensor:
+    if int(n) < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n} (PyTorch: Trying to "
+                           f"create tensor with negative dimension {n})")
     return rops.randperm_op(n=int(n), dtype=dt.to_dtype(dtype) if dtype else dt.int64,
                             device=_device(device), generator=generator)
 

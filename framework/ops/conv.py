@@ -414,10 +414,24 @@ def _batched(input, ndim: int, op: str):
 
 
 def _check_floats(op, input, weight, bias):
-    for name, t in (("input", input), ("weight", weight), ("bias", bias)):
-        if t is not None and (t.dtype is not input.dtype or not t.dtype.is_floating_point):
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{op}: input has dtype {input.dtype.name}; dualflow's convolutions take "
+                        f"floating-point tensors only (convert with input.float())")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype is not input.dtype:
             raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but input has "
                             f"{input.dtype.name}; they must be the same floating-point dtype")
+
+
+def _check_positive(op: str, stride: tuple, dilation: tuple, groups) -> None:
+    """PyTorch's checks, made before a shape rule would divide by zero."""
+    if min(stride) <= 0:
+        raise RuntimeError(f"{op}: non-positive stride is not supported, got stride={stride}")
+    if min(dilation) <= 0:
+        raise RuntimeError(f"{op}: dilation should be greater than zero, got "
+                           f"dilation={dilation}")
+    if not isinstance(groups, int) or groups <= 0:
+        raise RuntimeError(f"{op}: non-positive groups is not supported, got groups={groups!r}")
 
 
 def _add_bias(out, bias):
@@ -429,6 +443,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     _check_floats("conv2d", input, weight, bias)
     x, unbatched = _batched(input, 4, "conv2d")
     stride, dilation = _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d")
+    _check_positive("conv2d", stride, dilation, groups)
     attrs = dict(stride=stride, dilation=dilation, groups=groups,
                  padding=_padding(padding, tuple(weight.shape[2:]), stride, dilation, "conv2d"))
     _conv2d_infer(x, weight, **attrs)  # eager runs no rules: check here for clear errors
@@ -446,6 +461,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     attrs = dict(stride=_pair(stride, "stride", op), padding=((ph, ph), (pw, pw)),
                  dilation=_pair(dilation, "dilation", op), groups=groups,
                  output_padding=_pair(output_padding, "output_padding", op))
+    _check_positive(op, attrs["stride"], attrs["dilation"], groups)
     _conv_transpose2d_infer(x, weight, **attrs)
     out = _add_bias(conv_transpose2d_op(x, weight, **attrs), bias)
     return reshape(out, out.shape[1:]) if unbatched else out

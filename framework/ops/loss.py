@@ -348,6 +348,10 @@ _BCE_EPS = 1e-12     # and divides its gradient by max(x (1 - x), eps)
 
 
 def _bce_kernel(xp, x, y):
+    # PyTorch's data check; in the kernel, so compiled graphs make it too (NaN fails it)
+    if not (bool((x >= 0).all()) and bool((x <= 1).all())):
+        raise RuntimeError("binary_cross_entropy: all elements of input should be between 0 "
+                           "and 1")
     with np.errstate(divide="ignore"):
         log_x = xp.maximum(xp.log(x), _LOG_FLOOR)
         log_1mx = xp.maximum(xp.log1p(-x), _LOG_FLOOR)

@@ -7,6 +7,7 @@ form, which reads the current lr back; `_closed_form` is used when an epoch is g
 from __future__ import annotations
 
 import math
+import numbers
 import types
 import warnings
 from bisect import bisect_right
@@ -122,12 +123,19 @@ class LambdaLR(LRScheduler):
                 fn.__dict__.update(saved)
 
 
+def _positive_int(value, scheduler: str, name: str) -> int:
+    """A period in epochs; PyTorch accepts 0 and then divides by it at the first step."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{scheduler}: {name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 class StepLR(LRScheduler):
     """Multiply the lr by gamma every step_size epochs."""
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
                  last_epoch: int = -1):
-        self.step_size = step_size
+        self.step_size = _positive_int(step_size, "StepLR", "step_size")
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
@@ -212,7 +220,7 @@ class CosineAnnealingLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,  # noqa: N803
                  last_epoch: int = -1):
-        self.T_max = T_max
+        self.T_max = _positive_int(T_max, "CosineAnnealingLR", "T_max")
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
 

@@ -8,6 +8,7 @@ use it in arithmetic; step counts live in 0-d float tensors for the same reason.
 from __future__ import annotations
 
 import copy
+import numbers
 from collections import defaultdict
 from typing import Any, Callable
 
@@ -223,16 +224,27 @@ def lr_like(lr, t: Tensor):
 
 
 def check_non_negative(**values) -> None:
-    """PyTorch's argument checks (`Invalid learning rate: -1`); tensor learning rates pass."""
+    """PyTorch's argument checks (`Invalid learning rate: -1`); tensor learning rates pass.
+    A value that is no number (`lr='a'`, `lr=None`) is refused here, not at the first step."""
     for name, value in values.items():
-        if isinstance(value, (int, float)) and value < 0:
-            label = "learning rate" if name == "lr" else f"{name} value"
+        label = "learning rate" if name == "lr" else f"{name} value"
+        if isinstance(value, Tensor):
+            continue
+        if not isinstance(value, numbers.Real):
+            raise TypeError(f"Invalid {label}: expected a number or a Tensor, got "
+                            f"{type(value).__name__} {value!r:.40}")
+        if value < 0:
             raise ValueError(f"Invalid {label}: {value}")
 
 
 def check_betas(betas) -> None:
-    """Adam-family momentum coefficients lie in [0, 1)."""
+    """Adam-family momentum coefficients: a pair, each in [0, 1)."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r:.60}")
     for i, beta in enumerate(betas):
+        if not isinstance(beta, (numbers.Real, Tensor)):
+            raise TypeError(f"Invalid beta{i + 1}: expected a number or a Tensor, got "
+                            f"{type(beta).__name__} {beta!r:.40}")
         if not 0.0 <= beta < 1.0:
             raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
 
