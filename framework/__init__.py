@@ -15,6 +15,7 @@ from .creation import METHODS as _CREATION_METHODS
 from .size import Size
 from .legacy_types import TYPES as _LEGACY_TYPES
 from . import accelerator, backends, cuda, onnx  # noqa: E402  (PyTorch's namespaces)
+from . import linalg  # noqa: E402  (torch.linalg)
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .determinism import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402
                           is_deterministic_algorithms_warn_only_enabled,

@@ -17,7 +17,8 @@ FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats"
             "join", "index", "gather", "linalg", "conv", "pool", "normalization", "loss",
             "instance_norm", "attention", "dropout", "random", "inplace", "resize",
             "structure", "sorting", "sampling", "counting",
-            "cumulative", "pointwise", "distance", "scatter_reduce", "control_flow", "rnn")
+            "cumulative", "pointwise", "distance", "scatter_reduce", "control_flow", "rnn",
+            "solve", "decompositions")
 
 EXPORTS: dict = {}
 METHODS: dict = {}
