@@ -17,13 +17,18 @@ Per cell there are up to three ops, all generated from one description (`_Cell`)
 
 The Elman RNN saves nothing (backward reads the activation's derivative off y), so `rnn_layer`
 is its own training form. Layouts are sequence-first, states (B, H), weights as PyTorch's.
+
+With the attr `packed=True` every op takes one more input last, the sequences' lengths (B,)
+(int64): sequence b stops after its step lengths[b] - 1 (see `rnn_packed.py`).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..dtype import int32
 from ..grad_mode import enable_grad, is_grad_enabled
 from . import rnn_lstm_forward, rnn_math
+from .rnn_packed import check_lengths, packed_backward, packed_forward
 from .opdef import TensorType, defop, not_exportable
 from .rnn_math import ArrayMath, TensorMath
 from .rules import ShapeError
@@ -37,6 +42,10 @@ class _Cell:
         self.name, self.gates, self.states, self.saved = name, gates, states, saved
         self.forward, self.backward = forward, backward
         self.onnx, self.onnx_order, self.onnx_attrs = onnx, onnx_order, onnx_attrs
+
+    def state_rows(self, y, saved) -> list:
+        """Each state's value after every step, (T, B, H): h is y; the LSTM's c is saved."""
+        return [y, saved[..., 4 * y.shape[-1]:]] if self.states == 2 else [y]
 
     @property
     def n_grads(self) -> int:
@@ -55,6 +64,25 @@ class _Cell:
         n = self.states
         saved = rest[4 + n] if self.saved else None
         return grads, rest[0], tuple(rest[1:1 + n]), rest[1 + n], rest[2 + n], rest[3 + n], saved
+
+
+def _peel(items, attrs: dict) -> tuple:
+    """(the inputs without the lengths, the lengths or None, the attrs without `packed`)."""
+    attrs = dict(attrs)
+    if attrs.pop("packed", False):
+        return tuple(items[:-1]), items[-1], attrs
+    return tuple(items), None, attrs
+
+
+def _lengths_values(xp, lengths) -> np.ndarray:
+    return np.asarray(lengths if xp is np else lengths.get(), dtype=np.int64)
+
+
+def _check_lengths_type(op: str, lengths, B: int) -> None:
+    if lengths is not None and (tuple(lengths.shape) != (B,) or lengths.dtype.is_floating_point
+                                or lengths.dtype.name == "bool"):
+        raise ShapeError(f"{op}: expects the sequence lengths as integers of shape ({B},), got "
+                         f"{lengths}")
 
 
 def _rnn_attrs(attrs: dict) -> dict:
@@ -98,6 +126,7 @@ def _check_dtypes(op: str, types) -> None:
 
 def _forward_infer(op: str, cell: _Cell, save: bool):
     def infer(*types, reverse: bool, **attrs):
+        types, lengths, attrs = _peel(types, attrs)
         if len(types) not in (3 + cell.states, 5 + cell.states):
             raise ShapeError(f"{op}: expects {3 + cell.states} inputs, or {5 + cell.states} with "
                              f"biases; got {len(types)}")
@@ -105,6 +134,7 @@ def _forward_infer(op: str, cell: _Cell, save: bool):
         biases = () if b_ih is None else (b_ih, b_hh)
         T, B, H = _check_layer(op, cell, x, states, w_ih, w_hh, biases, attrs)
         _check_dtypes(op, types)
+        _check_lengths_type(op, lengths, B)
         outs = (TensorType((T, B, H), x.dtype, x.device),) + \
             (TensorType((B, H), x.dtype, x.device),) * cell.states
         return outs + ((TensorType((T, B, cell.saved * H), x.dtype, x.device),) if save else ())
@@ -113,11 +143,13 @@ def _forward_infer(op: str, cell: _Cell, save: bool):
 
 def _backward_infer(op: str, cell: _Cell):
     def infer(*types, reverse: bool, **attrs):
+        types, lengths, attrs = _peel(types, attrs)
         if len(types) != cell.n_grads + 4 + cell.states + (1 if cell.saved else 0):
             raise ShapeError(f"{op}: got {len(types)} inputs")
         grads, x, states, w_ih, w_hh, y, saved = cell.split_backward(types)
         T, B, H = _check_layer(op, cell, x, states, w_ih, w_hh, (), attrs)
         _check_dtypes(op, types)
+        _check_lengths_type(op, lengths, B)
         outputs = [(y, (T, B, H))] + [(s, (B, H)) for s in states] + (
             [(saved, (T, B, cell.saved * H))] if cell.saved else [])
         for (out, shape), g in zip(outputs, grads):
@@ -133,19 +165,37 @@ def _backward_infer(op: str, cell: _Cell):
 # ---- kernels ---------------------------------------------------------------------------------
 def _forward_kernel(op: str, cell: _Cell, save: bool):
     def kernel(xp, *arrays, reverse: bool, **attrs):
+        arrays, lengths, attrs = _peel(arrays, attrs)
         x, states, w_ih, w_hh, b_ih, b_hh = parts = cell.split(arrays)
         _check_layer(op, cell, x, states, w_ih, w_hh, () if b_ih is None else (b_ih, b_hh),
                      attrs)
-        out = cell.forward(ArrayMath(xp), *parts, reverse, save, **attrs)
+        if lengths is None:
+            out = cell.forward(ArrayMath(xp), *parts, reverse, save, **attrs)
+        else:
+            lengths = _lengths_values(xp, lengths)
+            check_lengths(op, lengths, x.shape[0])
+            out = packed_forward(cell.forward, ArrayMath(xp), *parts, lengths, reverse, save,
+                                 **attrs)
         return out if save else out[:-1]
     return kernel
 
 
+def _run_backward(cell: _Cell, m, grads, rest, lengths, reverse: bool, attrs: dict) -> tuple:
+    """The cell's backward over `m`, with per-sequence lengths (NumPy) or without."""
+    if lengths is None:
+        return cell.backward(m, grads, *rest, reverse, **attrs)
+    return packed_backward(cell.backward, cell.state_rows, m, grads, *rest, lengths, reverse,
+                           **attrs)
+
+
 def _backward_kernel(cell: _Cell):
     def kernel(xp, *arrays, reverse: bool, **attrs):
+        arrays, lengths, attrs = _peel(arrays, attrs)
         grads, *rest = cell.split_backward(arrays)
         grads = tuple(None if g.ndim == 0 else g for g in grads)
-        return cell.backward(ArrayMath(xp), grads, *rest, reverse, **attrs)
+        if lengths is not None:
+            lengths = _lengths_values(xp, lengths)
+        return _run_backward(cell, ArrayMath(xp), grads, rest, lengths, reverse, attrs)
     return kernel
 
 
@@ -161,12 +211,14 @@ def _absent(g, like):
 def _layer_vjp(cell: _Cell, backward_op):
     """The training form's VJP (the Elman RNN's, which saves nothing): the backward op."""
     def vjp(grads, outs, *inputs, **attrs):
-        x, states, w_ih, w_hh, b_ih, _ = cell.split(inputs)
+        layer_inputs, lengths, _ = _peel(inputs, attrs)
+        x, states, w_ih, w_hh, b_ih, _ = cell.split(layer_inputs)
         y = outs[0]
         extra = (outs[-1],) if cell.saved else ()
         given = tuple(_absent(g, y) for g in grads)
-        res = backward_op(*given, x, *states, w_ih, w_hh, y, *extra, **attrs)
-        return res if b_ih is not None else res[:-2]
+        lengths = () if lengths is None else (lengths,)
+        res = backward_op(*given, x, *states, w_ih, w_hh, y, *extra, *lengths, **attrs)
+        return (res if b_ih is not None else res[:-2]) + (None,) * len(lengths)
     return vjp
 
 
@@ -187,9 +239,13 @@ def _backward_vjp(op: str, cell: _Cell):
                                       "supported")
         with enable_grad():
             leaves = [t.detach().requires_grad_(bool(t.requires_grad)) for t in inputs]
-            grads, *rest = cell.split_backward(leaves)
+            used, lengths, plain = _peel(leaves, attrs)
+            grads, *rest = cell.split_backward(used)
             grads = tuple(None if g.ndim == 0 else g for g in grads)
-            outs = cell.backward(TensorMath(), grads, *rest, **attrs)
+            if lengths is not None:
+                lengths = lengths.numpy()   # eager only: a traced double backward refuses here
+            outs = _run_backward(cell, TensorMath(), grads, rest, lengths, plain.pop("reverse"),
+                                 plain)
             total = None
             for o, gg in zip(outs, ggs):
                 if gg is not None and o.requires_grad:
@@ -218,7 +274,8 @@ def _onnx_state(ctx, node, i: int) -> str:
 
 def _lower(cell: _Cell):
     """ONNX's LSTM / GRU / RNN, one direction: the weights' gate blocks reordered by a Gather,
-    states and outputs given / stripped of ONNX's num_directions axis."""
+    states and outputs given / stripped of ONNX's num_directions axis; a packed layer's lengths
+    are ONNX's sequence_lens (int32), whose semantics are the same."""
     def lower(ctx, node):
         n = cell.states
         H = node.inputs[2 + n].type.shape[1]
@@ -228,11 +285,13 @@ def _lower(cell: _Cell):
             return ctx.emit("Gather", [name, ctx.const(index[None])], axis=0)
         w, r = (reordered(ctx.input(node, 1 + n + k), rows) for k in range(2))
         b = ""
-        if len(node.inputs) == 5 + n:
+        if len(node.inputs) - bool(node.attrs.get("packed")) == 5 + n:
             both = ctx.emit("Concat", [ctx.input(node, 3 + n), ctx.input(node, 4 + n)], axis=0)
             b = reordered(both, np.concatenate([rows, rows + cell.gates * H]))
         states = [_onnx_state(ctx, node, 1 + k) for k in range(n)]
-        outs = ctx.emit(cell.onnx, [ctx.input(node, 0), w, r, b, "", *states],
+        lengths = ctx.input_as(node, len(node.inputs) - 1, int32) if node.attrs.get("packed") \
+            else ""
+        outs = ctx.emit(cell.onnx, [ctx.input(node, 0), w, r, b, lengths, *states],
                         outputs=[None if ctx.used(node, k) else "" for k in range(1 + n)],
                         hidden_size=H, direction="reverse" if node.attrs["reverse"] else "forward",
                         **cell.onnx_attrs(node.attrs))
@@ -245,7 +304,9 @@ def _lower(cell: _Cell):
 def _define(cell: _Cell) -> tuple:
     """(layer op, training op or None, backward op) of one cell."""
     name = f"{cell.name}_layer"
-    n_in = tuple(range(3 + cell.states))   # x, states, w_ih, w_hh: what the VJPs read
+    # x, states, w_ih, w_hh: what the VJPs read; and the lengths of a packed layer, the input
+    # after w_hh (no biases) or after the biases (saving b_ih too costs only a reference)
+    n_in = tuple(range(3 + cell.states)) + (3 + cell.states, 5 + cell.states)
     outputs = 1 + cell.states
     backward = defop(f"{name}_backward", _backward_kernel(cell),
                      _backward_infer(f"{name}_backward", cell),

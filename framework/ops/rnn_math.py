@@ -17,6 +17,7 @@ import numpy as np
 
 from .activation import relu, sigmoid
 from .join import cat, stack
+from .compare import where
 
 
 class ArrayMath:
@@ -81,6 +82,14 @@ class ArrayMath:
     def fresh(self, a):
         """A copy where two outputs must not share memory (b_ih's and b_hh's gradients)."""
         return a.copy()
+
+    @staticmethod
+    def copy(a):
+        return a.copy()
+
+    def where(self, rows, a, b):
+        """a's rows where the NumPy bool `rows` is set, b's elsewhere."""
+        return self.xp.where(self.xp.asarray(rows)[:, None], a, b)
 
 
 class _Rows:
@@ -176,6 +185,15 @@ class TensorMath:
     @staticmethod
     def fresh(a):
         return a
+
+    @staticmethod
+    def copy(a):
+        return a.clone()
+
+    @staticmethod
+    def where(rows, a, b):
+        from ..creation import tensor
+        return where(tensor(rows, device=a.device)[:, None], a, b)
 
 
 # ---- helpers shared by the cells -----------------------------------------------------------------

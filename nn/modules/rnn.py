@@ -21,25 +21,29 @@ from dualflow.nn import functional as F
 from dualflow.ops import rnn as rnn_ops
 
 from .. import init
+from ..utils.rnn import PackedSequence
 from ..module import Module
 from ..parameter import Parameter
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _layer_op(mode: str, inputs: tuple, reverse: bool) -> tuple:
+def _layer_op(mode: str, inputs: tuple, reverse: bool, lengths=None) -> tuple:
     """One layer, one direction: the sequence op of `mode` on (x, states..., weights...) ->
-    (y, final states...). The training form (which keeps the gates for backward) only when a
-    gradient will be asked for."""
+    (y, final states...), each sequence stopped after its own length when `lengths` is given.
+    The training form (which keeps the gates for backward) only when a gradient will be asked
+    for."""
     training = is_grad_enabled() and any(t.requires_grad for t in inputs)
+    packed = {} if lengths is None else {"packed": True}
+    inputs = inputs if lengths is None else inputs + (lengths,)
     if mode == "LSTM":
         op = rnn_ops.lstm_layer_train if training else rnn_ops.lstm_layer
     elif mode == "GRU":
         op = rnn_ops.gru_layer_train if training else rnn_ops.gru_layer
     else:
         nonlinearity = "tanh" if mode == "RNN_TANH" else "relu"
-        return rnn_ops.rnn_layer(*inputs, reverse=reverse, nonlinearity=nonlinearity)
-    outs = op(*inputs, reverse=reverse)
+        return rnn_ops.rnn_layer(*inputs, reverse=reverse, nonlinearity=nonlinearity, **packed)
+    outs = op(*inputs, reverse=reverse, **packed)
     return outs[:3] if mode == "LSTM" else outs[:2]
 
 
@@ -51,13 +55,20 @@ def _lstm_proj_step(x_proj, state, w_hh, b_hh, w_hr):
     return F.linear(flow.sigmoid(o) * flow.tanh(c), w_hr), c
 
 
-def _run_projected(x, state, w_ih, w_hh, b_ih, b_hh, w_hr, reverse: bool):
-    """One layer, one direction over a (L, N, H_in) sequence: ((L, N, proj_size), final state)."""
+def _run_projected(x, state, w_ih, w_hh, b_ih, b_hh, w_hr, reverse: bool, lengths=None):
+    """One layer, one direction over a (L, N, H_in) sequence: ((L, N, proj_size), final state).
+    With `lengths`, a sequence's state stays put (and its output is zero) past its length."""
     x_proj = F.linear(x, w_ih, b_ih)
     outputs = [None] * x.shape[0]
     for t in (reversed(range(x.shape[0])) if reverse else range(x.shape[0])):
-        state = _lstm_proj_step(x_proj[t], state, w_hh, b_hh, w_hr)
-        outputs[t] = state[0]
+        new = _lstm_proj_step(x_proj[t], state, w_hh, b_hh, w_hr)
+        if lengths is None:
+            state = new
+        else:
+            running = (lengths > t)[:, None]
+            state = tuple(flow.where(running, n, s) for n, s in zip(new, state))
+            new = (new[0] * running.to(x.dtype),)
+        outputs[t] = new[0]
     return flow.stack(outputs, 0), state
 
 
@@ -140,14 +151,15 @@ class RNNBase(Module):
         return (get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"),
                 get("weight_hr"))
 
-    def _run_layer(self, x, states: tuple, layer: int, direction: int) -> tuple:
+    def _run_layer(self, x, states: tuple, layer: int, direction: int, lengths) -> tuple:
         """(y, final states...) of one layer in one direction."""
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
         if w_hr is not None:
-            y, final = _run_projected(x, states, w_ih, w_hh, b_ih, b_hh, w_hr, bool(direction))
+            y, final = _run_projected(x, states, w_ih, w_hh, b_ih, b_hh, w_hr, bool(direction),
+                                      lengths)
             return (y, *final)
         biases = () if b_ih is None else (b_ih, b_hh)
-        return _layer_op(self.mode, (x, *states, w_ih, w_hh, *biases), bool(direction))
+        return _layer_op(self.mode, (x, *states, w_ih, w_hh, *biases), bool(direction), lengths)
 
     def _initial_state(self, hx, input, batch: int) -> list:
         """The initial states as a list of (num_layers * directions, N, size) tensors."""
@@ -168,6 +180,8 @@ class RNNBase(Module):
         return states
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         name = type(self).__name__
         if input.ndim not in (2, 3):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
@@ -179,9 +193,26 @@ class RNNBase(Module):
                 hx = tuple(h.unsqueeze(1) for h in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
         elif self.batch_first:
             input = input.transpose(0, 1)
+        output, final_states = self._run(input, hx)
+        if not batched:
+            output = output.squeeze(1)
+            final_states = [s.squeeze(1) for s in final_states]
+        elif self.batch_first:
+            output = output.transpose(0, 1)
+        return output, self._states_out(final_states)
+
+    def _forward_packed(self, input: PackedSequence, hx):
+        """A packed batch: the padded form, each sequence stopped after its own length; the
+        final states are each sequence's at its last step, in the caller's batch order."""
+        padded, lengths, _ = input.padded()
+        output, final_states = self._run(padded, hx, lengths)
+        return input._replace_padded(output), self._states_out(final_states)
+
+    def _run(self, input, hx, lengths=None) -> tuple:
+        """(output (T, N, D·H_out), final states) of the whole stack on a (T, N, H_in) batch."""
         if input.shape[-1] != self.input_size:
-            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
-                               f"{self.input_size}, got {input.shape[-1]}")
+            raise RuntimeError(f"{type(self).__name__}: input.size(-1) must be equal to "
+                               f"input_size. Expected {self.input_size}, got {input.shape[-1]}")
         states = self._initial_state(hx, input, input.shape[1])
         finals = []
         layer_input = input
@@ -190,22 +221,16 @@ class RNNBase(Module):
             for direction in range(self._directions):
                 index = layer * self._directions + direction
                 out, *final = self._run_layer(layer_input, tuple(s[index] for s in states),
-                                              layer, direction)
+                                              layer, direction, lengths)
                 outputs.append(out)
                 finals.append(final)
             layer_input = outputs[0] if len(outputs) == 1 else flow.cat(outputs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)
-        final_states = [flow.stack([f[i] for f in finals], 0) for i in range(len(states))]
-        output = layer_input
-        if not batched:
-            output = output.squeeze(1)
-            final_states = [s.squeeze(1) for s in final_states]
-        elif self.batch_first:
-            output = output.transpose(0, 1)
-        if self.mode == "LSTM":
-            return output, tuple(final_states)
-        return output, final_states[0]
+        return layer_input, [flow.stack([f[i] for f in finals], 0) for i in range(len(states))]
+
+    def _states_out(self, final_states: list):
+        return tuple(final_states) if self.mode == "LSTM" else final_states[0]
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
