@@ -18,7 +18,7 @@ FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats"
             "instance_norm", "attention", "dropout", "random", "inplace", "resize",
             "structure", "sorting", "sampling", "counting",
             "cumulative", "pointwise", "distance", "scatter_reduce", "control_flow", "rnn",
-            "solve", "decompositions")
+            "special", "solve", "decompositions")
 
 EXPORTS: dict = {}
 METHODS: dict = {}
