@@ -118,8 +118,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     residuals = empty
     if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
         residual = add(matmul(A, solution), -rhs)
-        residuals = sum_fn(residual * residual, -2)
-        residuals = squeeze(residuals, -1) if vector else residuals
+        residuals = sum_fn(residual * residual, -2)   # (..., 1) for a vector B, as PyTorch
     return _LSTSQ(squeeze(solution, -1) if vector else solution, residuals, rank, singular)
 
 
