@@ -9,10 +9,11 @@ from dualflow.utils.pytree import flatten_args
 
 from . import axes as dyn
 from .exporter import Exporter, value_info
+from .opsets import check_types
 from .tracing import trace_model
 from .variants import match
 
-MIN_OPSET = 13
+MIN_OPSET = 10
 
 
 def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic_axes=None,
@@ -66,6 +67,8 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
         helper.make_graph(exporter.nodes, graph.name, inputs, outputs, exporter.initializers),
         opset_imports=opsets, producer_name="dualflow", producer_version=dualflow.__version__,
         ir_version=helper.find_min_ir_version_for(opsets))
+    if opset_version < 13:   # the opsets whose type constraints lowerings do not all follow
+        check_types(proto)
     if f is not None:
         _write(proto, f)
     return proto

@@ -21,6 +21,7 @@ from .dims import is_static
 from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
 from .fuse_layer_norm import layer_normalization
+from .opsets import to_opset
 from .peephole import (collapse_reshapes, drop_trailing_empty_outputs, fuse_bias,
                        global_average_pool, softmax_of_kept_rows)
 from .subgraphs import at_top, rename, sweep
@@ -245,7 +246,8 @@ class Exporter:
     def finish(self, output_names: list) -> None:
         """Merge repeated nodes, give the graph outputs their names, fold per-channel
         scale-and-shift chains (eval-mode BatchNorm) and bias additions into Conv / Gemm (see
-        fold_affine, peephole), then drop nodes and initializers nobody reads."""
+        fold_affine, peephole), write the nodes in the opset's forms (opsets.py), then drop
+        nodes and initializers nobody reads."""
         alias = self._merge_repeats()
         produced = {o for n in self.nodes for o in n.output}
         claimed: dict = {}
@@ -274,6 +276,7 @@ class Exporter:
         self.nodes = global_average_pool(self.nodes, self.initializers, output_names,
                                          self._rank_of())
         drop_trailing_empty_outputs(self.nodes)
+        self.nodes = to_opset(self.nodes, self.initializers, self.opset, self.fresh, self.const)
         self.nodes, live = sweep(self.nodes, output_names)
         self.initializers = [t for t in self.initializers if t.name in live]
 

@@ -94,12 +94,20 @@ def _sum_along(t, dim):
 
 
 def _lower_softmax(op_type: str):
-    """Softmax / LogSoftmax along `dim` (a 0-d input as a 1-element vector)."""
+    """Softmax / LogSoftmax along `dim` (a 0-d input as a 1-element vector). Before opset 13
+    they normalise the flattened trailing axes from `axis` on, which is the per-row op only for
+    the last axis: another axis is swapped with the last one around it."""
     def lower(ctx, node):
-        x = ctx.input(node, 0)
-        if node.inputs[0].type.shape:
-            return ctx.emit(op_type, [x], axis=node.attrs["dim"])
-        return ctx.reshape(ctx.emit(op_type, [ctx.reshape(x, [1])], axis=0), [])
+        x, rank = ctx.input(node, 0), len(node.inputs[0].type.shape)
+        if not rank:
+            return ctx.reshape(ctx.emit(op_type, [ctx.reshape(x, [1])], axis=0), [])
+        dim = node.attrs["dim"] % rank
+        if ctx.opset >= 13 or dim == rank - 1:
+            return ctx.emit(op_type, [x], axis=dim)
+        perm = list(range(rank))
+        perm[dim], perm[-1] = perm[-1], perm[dim]
+        y = ctx.emit(op_type, [ctx.emit("Transpose", [x], perm=perm)], axis=rank - 1)
+        return ctx.emit("Transpose", [y], perm=perm)
     return lower
 
 

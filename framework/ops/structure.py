@@ -23,10 +23,28 @@ from .shape import _like, dim_index, inverse_permutation, reshape, split
 
 # ---- ONNX lowerings (see export/context.py for `ctx`) --------------------------------------------
 def _lower_trilu(upper: int):
+    """Trilu from opset 14; before it, Where over the kept positions (col - row >= k for triu,
+    <= k for tril): a constant mask, or one computed with Range when a size is dynamic."""
     def lower(ctx, node):
-        ctx.require_opset(14, "tril/triu (Trilu)")
-        k = ctx.scalar(node.attrs["diagonal"], dt.int64)
-        return ctx.emit("Trilu", [ctx.input(node, 0), k], upper=upper)
+        x, k = ctx.input(node, 0), node.attrs["diagonal"]
+        if ctx.opset >= 14:
+            return ctx.emit("Trilu", [x, ctx.scalar(k, dt.int64)], upper=upper)
+        rows, cols = ctx.shape(node.inputs[0])[-2:]
+        if isinstance(rows, int) and isinstance(cols, int):
+            offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+            keep = ctx.const(offset >= k if upper else offset <= k)
+        else:
+            def positions(n):
+                end = ctx.reshape(ctx.ints([n]), [])
+                return ctx.emit("Range", [ctx.scalar(0, dt.int64), end, ctx.scalar(1, dt.int64)])
+            offset = ctx.emit("Sub", [ctx.unsqueeze(positions(cols), [0]),
+                                      ctx.unsqueeze(positions(rows), [1])])
+            drop = ctx.emit("Less" if upper else "Greater", [offset, ctx.scalar(k, dt.int64)])
+            keep = ctx.emit("Not", [drop])
+        dtype = node.inputs[0].type.dtype
+        if dtype is dt.bool_:   # ONNX Runtime has no boolean Where before 16
+            return ctx.emit("And", [keep, x])
+        return ctx.emit("Where", [keep, x, ctx.scalar(0, dtype)])
     return lower
 
 

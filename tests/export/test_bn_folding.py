@@ -37,7 +37,7 @@ def _conv_bn(cin: int, cout: int, act, groups: int = 1, bias: bool = False, affi
     return nn.Sequential(*layers)
 
 
-@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("opset", [11, 12, 13, 17])
 @pytest.mark.parametrize("bias", [False, True])
 def test_conv_batchnorm_relu_exports_as_conv_relu(opset, bias):
     flow.manual_seed(0)

@@ -14,7 +14,7 @@ import dualflow as flow  # noqa: E402
 from dualflow import nn  # noqa: E402
 from dualflow.export import ExportError, to_onnx  # noqa: E402
 
-OPSETS = [13, 17]
+OPSETS = [11, 12, 13, 17]
 
 
 class Fn(nn.Module):

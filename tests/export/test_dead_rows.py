@@ -61,7 +61,7 @@ def _assert_test_kept(proto) -> None:
 
 
 @pytest.mark.parametrize("queries, keys", [(5, 5), (3, 6), (6, 4), (1, 1)])
-@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("opset", [11, 12, 13, 17])
 def test_causal_attention_has_no_fully_masked_row_test(queries, keys, opset):
     # top-left aligned: every query keeps key 0, also with more queries than keys
     proto = check_model_matches(Attention(causal=True), _qkv(queries, keys), opset,

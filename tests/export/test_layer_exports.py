@@ -43,7 +43,7 @@ MODELS = {  # name: (module, input shape, ONNX op it must contain)
 }
 
 
-@pytest.mark.parametrize("opset", [13, 17, 18])
+@pytest.mark.parametrize("opset", [11, 12, 13, 17, 18])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_matches_eager_in_onnxruntime(name, opset):
     make, shape, op_type = MODELS[name]

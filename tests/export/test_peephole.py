@@ -11,7 +11,7 @@ import dualflow as flow  # noqa: E402
 from dualflow import nn  # noqa: E402
 from dualflow.nn import functional as F  # noqa: E402
 
-OPSETS = [13, 17, 18]
+OPSETS = [11, 12, 13, 17, 18]
 DYNAMIC_BATCH = {"input_0": {0: "batch"}}
 
 
