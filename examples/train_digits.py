@@ -182,8 +182,8 @@ def load_pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise SystemExit("--plot needs matplotlib: pip install 'dualflow[plot]' "
-                         "(or pip install matplotlib)") from None
+        raise SystemExit("--plot needs matplotlib: pip install -e '.[plot]' in the "
+                         "dualflow checkout (or pip install matplotlib)") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as pyplot
     return pyplot

@@ -17,7 +17,8 @@ def _import_mpi():
         from mpi4py import MPI
     except ImportError as exc:
         raise RuntimeError("init_process_group(backend='mpi') needs mpi4py and an MPI library: "
-                           "pip install 'dualflow[dist]' (mpi4py and the mpich wheel)") from exc
+                           "pip install -e \".[dist]\" in the dualflow checkout (mpi4py and "
+                           "the mpich wheel)") from exc
     return MPI
 
 

@@ -24,7 +24,8 @@ class NCCLBackend:
             from cupy.cuda import nccl
         except (ImportError, RuntimeError) as exc:   # no CuPy, no GPU, or CuPy without NCCL
             raise RuntimeError("init_process_group(backend='nccl') needs CuPy with NCCL "
-                               "(pip install 'dualflow[cuda]') and an NVIDIA GPU") from exc
+                               "(pip install -e \".[cuda]\" in the dualflow checkout) and an "
+                               "NVIDIA GPU") from exc
         self.cupy, self.nccl = cupy, nccl
         self.mpi = MPIBackend()   # rank, size, bootstrap and abort
         self.rank, self.size = self.mpi.rank, self.mpi.size
