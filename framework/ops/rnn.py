@@ -28,7 +28,7 @@ import numpy as np
 from ..dtype import int32
 from ..grad_mode import enable_grad, is_grad_enabled
 from . import rnn_lstm_forward, rnn_math
-from .rnn_packed import check_lengths, packed_backward, packed_forward
+from .rnn_packed import check_lengths, masked_backward, packed_backward, packed_forward
 from .opdef import TensorType, defop, not_exportable
 from .rnn_math import ArrayMath, TensorMath
 from .rules import ShapeError
@@ -180,22 +180,15 @@ def _forward_kernel(op: str, cell: _Cell, save: bool):
     return kernel
 
 
-def _run_backward(cell: _Cell, m, grads, rest, lengths, reverse: bool, attrs: dict) -> tuple:
-    """The cell's backward over `m`, with per-sequence lengths (NumPy) or without."""
-    if lengths is None:
-        return cell.backward(m, grads, *rest, reverse, **attrs)
-    return packed_backward(cell.backward, cell.state_rows, m, grads, *rest, lengths, reverse,
-                           **attrs)
-
-
 def _backward_kernel(cell: _Cell):
     def kernel(xp, *arrays, reverse: bool, **attrs):
         arrays, lengths, attrs = _peel(arrays, attrs)
         grads, *rest = cell.split_backward(arrays)
         grads = tuple(None if g.ndim == 0 else g for g in grads)
-        if lengths is not None:
-            lengths = _lengths_values(xp, lengths)
-        return _run_backward(cell, ArrayMath(xp), grads, rest, lengths, reverse, attrs)
+        if lengths is None:
+            return cell.backward(ArrayMath(xp), grads, *rest, reverse, **attrs)
+        return packed_backward(cell.backward, cell.state_rows, ArrayMath(xp), grads, *rest,
+                               _lengths_values(xp, lengths), reverse, **attrs)
     return kernel
 
 
@@ -242,10 +235,11 @@ def _backward_vjp(op: str, cell: _Cell):
             used, lengths, plain = _peel(leaves, attrs)
             grads, *rest = cell.split_backward(used)
             grads = tuple(None if g.ndim == 0 else g for g in grads)
-            if lengths is not None:
-                lengths = lengths.numpy()   # eager only: a traced double backward refuses here
-            outs = _run_backward(cell, TensorMath(), grads, rest, lengths, plain.pop("reverse"),
-                                 plain)
+            reverse = plain.pop("reverse")
+            outs = cell.backward(TensorMath(), grads, *rest, reverse, **plain) \
+                if lengths is None else \
+                masked_backward(cell.backward, cell.state_rows, grads, *rest, lengths, reverse,
+                                **plain)
             total = None
             for o, gg in zip(outs, ggs):
                 if gg is not None and o.requires_grad:

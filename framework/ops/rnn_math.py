@@ -17,7 +17,6 @@ import numpy as np
 
 from .activation import relu, sigmoid
 from .join import cat, stack
-from .compare import where
 
 
 class ArrayMath:
@@ -185,15 +184,6 @@ class TensorMath:
     @staticmethod
     def fresh(a):
         return a
-
-    @staticmethod
-    def copy(a):
-        return a.clone()
-
-    @staticmethod
-    def where(rows, a, b):
-        from ..creation import tensor
-        return where(tensor(rows, device=a.device)[:, None], a, b)
 
 
 # ---- helpers shared by the cells -----------------------------------------------------------------

@@ -3,15 +3,22 @@
 is the one after its own last step, its outputs past that step are zeros, and in reverse it
 starts at its own last step. The same semantics as ONNX's `sequence_lens` input.
 
-The time axis is cut into spans over which the set of running sequences stays the same; each
+On arrays (the kernels), the time axis is cut into spans over which the set of running sequences stays the same; each
 span is one call of the cell's plain forward (or backward) on the running rows of the batch,
 so a packed layer costs what the plain one does, plus a gather and a scatter per span. States
 of the rows that do not run are carried through unchanged (forward) and so are their gradients
-(backward). The batch needs no sorting: the rows of a span are picked by index.
+(backward). The batch needs no sorting: the rows of a span are picked by index. The backward
+written with dualflow ops (what a second derivative differentiates) cannot read the lengths'
+values in a traced graph, so it runs one step at a time on the whole batch instead, with the
+gradients of sequences past their length masked to zero and their state gradients carried.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .compare import where
+from .join import stack
+from .rnn_math import TensorMath
 
 
 def check_lengths(op: str, lengths: np.ndarray, T: int) -> None:
@@ -58,7 +65,7 @@ def packed_forward(forward, m, x, states, w_ih, w_hh, b_ih, b_hh, lengths, rever
 
 def packed_backward(backward, state_rows, m, grads, x, states, w_ih, w_hh, y, saved, lengths,
                     reverse: bool, **attrs) -> tuple:
-    """`backward` (a cell's, over `m`: arrays or tensors) with per-sequence lengths, span by span
+    """`backward` (a cell's, on arrays) with per-sequence lengths, span by span
     in the opposite order. A span starts from the states the forward had there: the row run just
     before it (`state_rows(y, saved)`: each state's value after every step) for the sequences
     that ran that step, the initial states for those that had not started (reverse)."""
@@ -84,3 +91,27 @@ def packed_backward(backward, state_rows, m, grads, x, states, w_ih, w_hh, y, sa
         w = res[1 + n:]
         weights = list(w) if weights is None else [u + v for u, v in zip(weights, w)]
     return (gx, *dstates, *weights)
+
+
+def masked_backward(backward, state_rows, grads, x, states, w_ih, w_hh, y, saved, lengths,
+                    reverse: bool, **attrs) -> tuple:
+    """`packed_backward` on tensors without the lengths' values: step by step, masked."""
+    m, T, n = TensorMath(), x.shape[0], len(states)
+    gy, given, gsaved = grads[0], grads[1:1 + n], grads[1 + n:]
+    dstates = [m.zeros_like(s) if d is None else d for d, s in zip(given, states)]
+    sources, gx, weights = state_rows(y, saved), [None] * T, None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        running = (lengths > t)[:, None]
+        keep = running.to(x.dtype)
+        before = t + 1 if reverse else t - 1
+        start = states if not 0 <= before < T else \
+            [where((lengths > before)[:, None], src[before], s) for src, s in zip(sources, states)]
+        step_grads = (None if gy is None else gy[t:t + 1] * keep, *(d * keep for d in dstates),
+                      *(None if g is None else g[t:t + 1] * keep for g in gsaved))
+        res = backward(m, step_grads, x[t:t + 1], tuple(start), w_ih, w_hh, y[t:t + 1],
+                       None if saved is None else saved[t:t + 1], reverse, **attrs)
+        gx[t] = res[0][0]
+        dstates = [where(running, new, d) for new, d in zip(res[1:1 + n], dstates)]
+        w = res[1 + n:]
+        weights = list(w) if weights is None else [u + v for u, v in zip(weights, w)]
+    return (stack(gx), *dstates, *weights)

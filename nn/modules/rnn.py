@@ -7,6 +7,10 @@ RNN node with the sequence length free. A cell is the same op over a sequence of
 an LSTM with `proj_size` runs the step-by-step composite below. Parameter names, shapes, gate order
 (LSTM: i, f, g, o; GRU: r, z, n) and initialisation follow PyTorch, so state dicts move between
 the two unchanged.
+
+A `PackedSequence` input runs on its padded form with each sequence's length given to the ops,
+which stop each sequence after its own last step (so h_n / c_n are each sequence's state there,
+in the caller's batch order, and a reverse direction starts at each sequence's own end).
 """
 from __future__ import annotations
 

@@ -137,15 +137,88 @@ def _backward_samples(ref, n_states, gates, save, attrs=None):
     return out
 
 
+def _packed(ref, n_states, lengths, save=False):
+    """`ref` with per-sequence lengths (the op's last input, attr packed=True): each sequence run
+    alone over its own steps; outputs past a sequence's length are zeros."""
+    def run(*arrays, packed, **attrs):
+        (x, *rest), given = arrays[:len(arrays) - 1], arrays[-1]
+        assert packed and list(given) == list(lengths)
+        states, weights = rest[:n_states], rest[n_states:]
+        outs = None
+        for b, n in enumerate(lengths):
+            one = ref(x[:n, b:b + 1], *(s[b:b + 1] for s in states), *weights, **attrs,
+                      **({"save": True} if save else {}))
+            if outs is None:
+                outs = [np.zeros(x.shape[:2] + o.shape[2:]) if o.ndim == 3
+                        else np.zeros((x.shape[1],) + o.shape[1:]) for o in one]
+            for full, o in zip(outs, one):
+                if o.ndim == 3:
+                    full[:n, b] = o[:, 0]
+                else:
+                    full[b] = o[0]
+        return tuple(outs)
+    return run
+
+
+_LENGTHS = np.array([3, 1, 2])
+
+
+def _packed_samples(ref, n_states, gates, save, extra_attrs=({},)):
+    x = rnd(3, 3, I, seed=41)
+    states = tuple(rnd(3, H, seed=42 + k) for k in range(n_states))
+    return [Sample((x, *states, *_weights(gates, 44, bias), _LENGTHS),
+                   {"reverse": reverse, "packed": True, **attrs},
+                   _packed(ref, n_states, _LENGTHS, save),
+                   label=f"packed-{'reverse' if reverse else 'forward'}"
+                         f"{'' if bias else '-no-bias'}"
+                         f"{'-' + attrs['nonlinearity'] if attrs else ''}")
+            for attrs in extra_attrs for reverse, bias in ((False, True), (True, False))]
+
+
+def _packed_backward_samples(ref, n_states, gates, save, attrs=None):
+    """d/d(everything) of a packed layer, lengths (2, 1): the second sequence stops early."""
+    lengths = np.array([2, 1])
+    x = rnd(2, 2, I, seed=51)
+    states = tuple(rnd(2, H, seed=52 + k) for k in range(n_states))
+    out = []
+    for reverse in (False, True):
+        a = {"reverse": reverse, **(attrs or {})}
+        weights = _weights(gates, 55)
+        fwd = _packed(ref, n_states, lengths, save)(x, *states, *weights, lengths, packed=True,
+                                                    **a)
+        grads = tuple(rnd(*o.shape, seed=60 + k) for k, o in enumerate(fwd))
+        inputs = (*grads, x, *states, *weights[:2], fwd[0], *((fwd[-1],) if save else ()),
+                  lengths)
+        x_at = len(grads)
+        which = tuple(range(x_at, x_at + 3 + n_states))
+        packed_ref = _packed(ref, n_states, lengths)
+
+        def ref_of(*arrays, packed_ref=packed_ref, lengths=lengths, **kw):
+            return packed_ref(*arrays, lengths, packed=True, **kw)
+        fd = _fd_backward(ref_of, n_states, weights[2:], save)
+        out.append(Sample(inputs, {**a, "packed": True},
+                          lambda *arrays, fd=fd, **kw: fd(*arrays[:-1], **{
+                              k: v for k, v in kw.items() if k != "packed"}),
+                          grad_inputs=which, rtol=1e-5, atol=1e-7,
+                          label=f"packed-{'reverse' if reverse else 'forward'}"))
+    return out
+
+
 SAMPLES = {
-    "lstm_layer": _layer_samples(ref_lstm, 2, 4, False),
-    "lstm_layer_train": _layer_samples(ref_lstm, 2, 4, True),
-    "lstm_layer_backward": _backward_samples(ref_lstm, 2, 4, True),
-    "gru_layer": _layer_samples(ref_gru, 1, 3, False),
-    "gru_layer_train": _layer_samples(ref_gru, 1, 3, True),
-    "gru_layer_backward": _backward_samples(ref_gru, 1, 3, True),
-    "rnn_layer": _layer_samples(ref_rnn, 1, 1, False, ({"nonlinearity": "tanh"},
-                                                        {"nonlinearity": "relu"})),
+    "lstm_layer": _layer_samples(ref_lstm, 2, 4, False) + _packed_samples(ref_lstm, 2, 4, False),
+    "lstm_layer_train": (_layer_samples(ref_lstm, 2, 4, True) +
+                         _packed_samples(ref_lstm, 2, 4, True)),
+    "lstm_layer_backward": (_backward_samples(ref_lstm, 2, 4, True) +
+                            _packed_backward_samples(ref_lstm, 2, 4, True)),
+    "gru_layer": _layer_samples(ref_gru, 1, 3, False) + _packed_samples(ref_gru, 1, 3, False),
+    "gru_layer_train": _layer_samples(ref_gru, 1, 3, True) + _packed_samples(ref_gru, 1, 3, True),
+    "gru_layer_backward": (_backward_samples(ref_gru, 1, 3, True) +
+                           _packed_backward_samples(ref_gru, 1, 3, True)),
+    "rnn_layer": (_layer_samples(ref_rnn, 1, 1, False, ({"nonlinearity": "tanh"},
+                                                         {"nonlinearity": "relu"})) +
+                  _packed_samples(ref_rnn, 1, 1, False, ({"nonlinearity": "tanh"},))),
     "rnn_layer_backward": (_backward_samples(ref_rnn, 1, 1, False, {"nonlinearity": "tanh"}) +
-                           _backward_samples(ref_rnn, 1, 1, False, {"nonlinearity": "relu"})),
+                           _backward_samples(ref_rnn, 1, 1, False, {"nonlinearity": "relu"}) +
+                           _packed_backward_samples(ref_rnn, 1, 1, False,
+                                                    {"nonlinearity": "tanh"})),
 }
