@@ -21,6 +21,7 @@ from .determinism import (are_deterministic_algorithms_enabled, get_deterministi
                           is_deterministic_algorithms_warn_only_enabled,
                           set_deterministic_debug_mode, use_deterministic_algorithms)
 from .mode import EAGER, GRAPH, get_mode, mode, set_mode
+from .cpu_threads import get_num_threads, set_num_threads  # noqa: E402
 
 half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
