@@ -15,7 +15,8 @@ from .creation import METHODS as _CREATION_METHODS
 from .size import Size
 from .legacy_types import TYPES as _LEGACY_TYPES
 from . import accelerator, backends, cuda, onnx  # noqa: E402  (PyTorch's namespaces)
-from . import linalg  # noqa: E402  (torch.linalg)
+from . import linalg, sparse  # noqa: E402  (torch.linalg, torch.sparse)
+from .sparse import sparse_coo_tensor, spmm  # noqa: E402
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .determinism import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402
                           is_deterministic_algorithms_warn_only_enabled,
@@ -28,6 +29,7 @@ short, int, long = int16, int32, int64  # noqa: A001
 
 _install_methods(_OP_METHODS)
 _install_methods(_CREATION_METHODS)  # new_zeros, new_tensor, ...
+_install_methods(sparse.METHODS)  # to_sparse, is_sparse
 globals().update(_OP_EXPORTS)
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 

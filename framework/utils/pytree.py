@@ -6,8 +6,10 @@ namedtuple. Every tensor leaf of an argument is a graph input, and the call is c
 structure plus each leaf's type (`flatten_args`), so no tensor is ever frozen into a graph as a
 constant. Every tensor leaf of a result is a graph output (`flatten`, `unflatten`).
 
-Containers are tuples (namedtuples included), lists and dicts; anything else is a static leaf:
-it is part of the cache key (by value when hashable, else by `repr`) and baked into the graph.
+Containers are tuples (namedtuples included), lists and dicts, and objects made of tensors that
+say how (`o.__flatten__() -> (tensors, static facts)`, `type(o).__unflatten__(facts, tensors)`:
+a sparse tensor is its indices and values); anything else is a static leaf: it is part of the
+cache key (by value when hashable, else by `repr`) and baked into the graph.
 """
 from __future__ import annotations
 
@@ -44,12 +46,21 @@ def flatten(obj, what: str = "value") -> tuple[list, object]:
     return leaves, _flatten_into(obj, "", leaves, what)
 
 
+def _flattens(o) -> bool:
+    """Whether `o` is made of tensors it hands out with `__flatten__` (a sparse tensor)."""
+    return hasattr(type(o), "__flatten__")
+
+
 def _flatten_into(o, path: str, leaves: list, what: str):
     # module-level recursion, like the helpers below: a recursive closure is a reference cycle
     # that keeps the leaves alive until the next garbage collection
     if isinstance(o, Tensor):
         leaves.append(o)
         return _LEAF
+    if _flattens(o):
+        parts, facts = o.__flatten__()
+        return ("F", type(o), facts, tuple(_flatten_into(x, f"{path}.{i}", leaves, what)
+                                           for i, x in enumerate(parts)))
     if isinstance(o, (tuple, list)):
         kind = type(o) if _is_namedtuple(o) else (tuple if isinstance(o, tuple) else list)
         return (kind, tuple(_flatten_into(x, f"{path}[{i}]", leaves, what)
@@ -79,6 +90,8 @@ def _build(t, it):
         return None
     if tag == "S":
         return t[1]
+    if tag == "F":
+        return t[1].__unflatten__(t[2], [_build(s, it) for s in t[3]])
     if tag is dict:
         return {k: _build(s, it) for k, s in zip(t[1], t[2])}
     return _rebuild(tag, [_build(s, it) for s in t[1]])
@@ -114,6 +127,9 @@ def _walk_args(o, leaves: list):
     if isinstance(o, Tensor):
         leaves.append(o)
         return _LEAF
+    if _flattens(o):
+        parts, facts = o.__flatten__()
+        return ("F", type(o), facts, tuple(_walk_args(x, leaves) for x in parts))
     if isinstance(o, (tuple, list)):
         return (type(o), tuple(_walk_args(x, leaves) for x in o))
     if isinstance(o, dict):
@@ -125,6 +141,9 @@ def map_tensors(obj, fn):
     """`obj` with every tensor leaf replaced by `fn(leaf)`, in `flatten_args` order."""
     if isinstance(obj, Tensor):
         return fn(obj)
+    if _flattens(obj):
+        parts, facts = obj.__flatten__()
+        return type(obj).__unflatten__(facts, [map_tensors(x, fn) for x in parts])
     if isinstance(obj, (tuple, list)):
         return _rebuild(type(obj), [map_tensors(x, fn) for x in obj])
     if isinstance(obj, dict):
@@ -136,6 +155,8 @@ def contains_tensor(obj, kind: type = Tensor) -> bool:
     """Whether a nested tuple/list/dict value holds a tensor (of `kind`) anywhere."""
     if isinstance(obj, kind):
         return True
+    if _flattens(obj):
+        return any(contains_tensor(x, kind) for x in obj.__flatten__()[0])
     if isinstance(obj, (tuple, list)):
         return any(contains_tensor(x, kind) for x in obj)
     if isinstance(obj, dict):
