@@ -16,7 +16,7 @@ from .rules import ShapeError  # noqa: F401
 FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats", "scan", "shape",
             "join", "index", "gather", "linalg", "conv", "pool", "normalization", "loss",
             "instance_norm", "attention", "dropout", "random", "inplace", "resize",
-            "structure", "sorting", "sampling", "counting",
+            "structure", "sorting", "sampling", "counting", "matrix_functions",
             "cumulative", "pointwise", "distance", "scatter_reduce", "control_flow", "rnn",
             "special", "solve", "decompositions")
 
