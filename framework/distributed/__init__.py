@@ -3,6 +3,7 @@
 
     mpiexec -n 4 python train.py     # each process: flow.distributed.init_process_group("mpi")
 """
+from .agreement import DistBackendError
 from .checkpoint import load_checkpoint, save_checkpoint
 from .collectives import (all_gather, all_gather_into_tensor, all_reduce, barrier, broadcast,
                           irecv, isend, recv, reduce_scatter_tensor, send)
@@ -18,4 +19,5 @@ __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_
            "get_rank", "get_world_size", "get_backend", "group", "barrier", "ReduceOp", "Work",
            "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
            "reduce_scatter_tensor", "send", "recv", "isend", "irecv", "broadcast_object_list", "optim",
-           "save_checkpoint", "load_checkpoint", "new_group", "ProcessGroup", "GroupMember"]
+           "save_checkpoint", "load_checkpoint", "new_group", "ProcessGroup", "GroupMember",
+           "DistBackendError"]

@@ -1,13 +1,22 @@
 """The MPI communicator (mpi4py): collectives on NumPy arrays through the buffer interface
 (uppercase methods), never pickled. Every call is non-blocking (`I...`) and returns a `Work`;
-blocking forms are `wait()`ed at once by the front end."""
+blocking forms are `wait()`ed at once by the front end.
+
+Each collective runs in two phases (`agreement.py`): a small all-gather of every rank's header
+on a communicator of its own, then — once the headers agree — the data exchange. The data
+exchanges start in call order on every rank (MPI requires one order per communicator), when a
+Work is waited on or tested after its header has arrived; `async_op` calls therefore return
+at once, as before."""
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
 from ..dtype import bfloat16, float16
+from . import agreement
 from .reduce_op import ReduceOp
-from .work import Work, completed
+from .work import Work
 
 _LOW_PRECISION = (float16.np, bfloat16.np)   # reduced in float32, sent as 16-bit words
 
@@ -30,6 +39,15 @@ def _mpi_type(MPI, dtype: np.dtype):
     return table[dtype]
 
 
+class _Step:
+    """One collective: its header exchange, then (once agreed) its data exchange."""
+    __slots__ = ("where", "table", "header_request", "start", "request", "then", "error")
+
+    def __init__(self, where: str, table: np.ndarray, header_request, start):
+        self.where, self.table, self.header_request, self.start = where, table, header_request, start
+        self.request = self.then = self.error = None
+
+
 class MPIBackend:
     name = "mpi"
 
@@ -38,10 +56,70 @@ class MPIBackend:
         self.MPI = MPI
         # our own context: user MPI traffic cannot cross ours
         self.comm = MPI.COMM_WORLD.Dup() if comm is None else comm
+        self.headers = self.comm.Dup()   # the agreement's traffic never meets the data's
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
+        self.world_ranks = MPI.Group.Translate_ranks(
+            self.comm.Get_group(), list(range(self.size)), MPI.COMM_WORLD.Get_group())
         self._ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
                      ReduceOp.MAX: MPI.MAX, ReduceOp.MIN: MPI.MIN}
+        self._queue: deque[_Step] = deque()   # agreed-on-or-pending steps not yet started
+        self._left: list[int] = []   # the world ranks that have left this group
+
+    # -- agreement, then the data exchange ----------------------------------------------------
+    def _collective(self, kind: str, arr: np.ndarray | None, arg, start) -> Work:
+        """A Work for `start()` (-> (MPI request or None, callback or None)), run once every
+        rank's header for this call agrees with this one's."""
+        if self._left:
+            raise agreement.left_error(kind, self._left)
+        row = agreement.header(kind, 0 if arr is None else arr.size,
+                               None if arr is None else arr.dtype, arg)
+        table = np.empty((self.size, agreement.FIELDS), dtype=np.int64)
+        request = self.headers.Iallgather([row, self.MPI.INT64_T], [table, self.MPI.INT64_T])
+        step = _Step(kind, table, request, start)
+        self._queue.append(step)
+
+        def wait() -> None:
+            self._drive(step)
+            if step.request is not None:
+                step.request.Wait()
+
+        def test() -> bool:
+            self._drive()
+            if step.error is not None:
+                raise step.error
+            return step.start is None and (step.request is None or step.request.Test())
+        return Work(wait, test, lambda: step.then() if step.then is not None else None)
+
+    def _drive(self, until: _Step | None = None) -> None:
+        """Start, in call order, the data exchanges whose headers have arrived (all of them up
+        to `until`, waiting for their headers); raise the first disagreement."""
+        while self._queue:
+            head = self._queue[0]
+            if until is not None and (until.start is not None and until.error is None):
+                head.header_request.Wait()
+            elif not head.header_request.Test():
+                break
+            self._queue.popleft()
+            self._agree(head)
+            head.request, head.then = head.start()
+            head.start = None
+        if until is not None and until.error is not None:
+            raise until.error
+
+    def _agree(self, step: _Step) -> None:
+        try:
+            agreement.check(step.table, step.where, self.world_ranks)
+        except agreement.DistBackendError as exc:
+            step.error, step.start = exc, None
+            self._left = agreement.departed(step.table, self.world_ranks)
+            raise
+
+    def flush(self) -> None:
+        """Start every queued exchange (before a blocking call on the data communicator)."""
+        last = self._queue[-1] if self._queue else None
+        if last is not None:
+            self._drive(last)
 
     # -- buffers ------------------------------------------------------------------------------
     def _raw(self, arr: np.ndarray) -> list:
@@ -68,9 +146,6 @@ class MPIBackend:
             raise TypeError(f"ReduceOp.AVG needs a floating tensor, got {arr.dtype}")
         return arr, mpi_op, None
 
-    def _work(self, request, then=None) -> Work:
-        return Work(request.Wait, request.Test, then)
-
     @staticmethod
     def _then(*steps):
         """One callback running the given ones (None entries skipped) in order."""
@@ -90,27 +165,38 @@ class MPIBackend:
     # -- collectives --------------------------------------------------------------------------
     def all_reduce(self, arr: np.ndarray, op: ReduceOp) -> Work:
         buf, mpi_op, back = self._reducible(arr, op)
-        request = self.comm.Iallreduce(self.MPI.IN_PLACE, [buf, _mpi_type(self.MPI, buf.dtype)],
-                                       mpi_op)
-        return self._work(request, self._then(self._average(buf, op), back))
+
+        def start():
+            request = self.comm.Iallreduce(self.MPI.IN_PLACE,
+                                           [buf, _mpi_type(self.MPI, buf.dtype)], mpi_op)
+            return request, self._then(self._average(buf, op), back)
+        return self._collective("all_reduce", arr, op, start)
 
     def broadcast(self, arr: np.ndarray, src: int) -> Work:
-        return self._work(self.comm.Ibcast(self._raw(arr), root=src))
+        return self._collective("broadcast", arr, src,
+                                lambda: (self.comm.Ibcast(self._raw(arr), root=src), None))
 
     def all_gather(self, out: np.ndarray, inp: np.ndarray) -> Work:
         """`out` (size * inp.size elements, C order) gets every rank's `inp`, by rank."""
-        return self._work(self.comm.Iallgather(self._raw(inp), self._raw(out)))
+        return self._collective(
+            "all_gather", inp, None,
+            lambda: (self.comm.Iallgather(self._raw(inp), self._raw(out)), None))
 
     def reduce_scatter(self, out: np.ndarray, inp: np.ndarray, op: ReduceOp) -> Work:
         """Rank r's `out` gets the reduction of every rank's r-th block of `inp`."""
         src, mpi_op, _ = self._reducible(inp, op)
         dst, _, back = self._reducible(out, op)
-        request = self.comm.Ireduce_scatter_block([src, _mpi_type(self.MPI, src.dtype)],
-                                                  [dst, _mpi_type(self.MPI, dst.dtype)], mpi_op)
-        return self._work(request, self._then(self._average(dst, op), back))
+
+        def start():
+            request = self.comm.Ireduce_scatter_block(
+                [src, _mpi_type(self.MPI, src.dtype)], [dst, _mpi_type(self.MPI, dst.dtype)],
+                mpi_op)
+            return request, self._then(self._average(dst, op), back)
+        return self._collective("reduce_scatter", inp, op, start)
 
     def send(self, arr: np.ndarray, dst: int, tag: int) -> Work:
-        return self._work(self.comm.Isend(self._raw(arr), dest=dst, tag=tag))
+        request = self.comm.Isend(self._raw(arr), dest=dst, tag=tag)
+        return Work(request.Wait, request.Test)
 
     def recv(self, arr: np.ndarray, src: int | None, tag: int) -> Work:
         status = self.MPI.Status()
@@ -120,17 +206,30 @@ class MPIBackend:
                     lambda: status.Get_source())
 
     def barrier(self) -> Work:
-        if self.size == 1:
-            return completed()
-        return self._work(self.comm.Ibarrier())
+        """The header exchange is itself a barrier: nothing more to send."""
+        return self._collective("barrier", None, None, lambda: (None, None))
 
     def split(self, member: bool) -> "MPIBackend | None":
         """A communicator of the member ranks (every rank calls it), or None on the others."""
+        self.flush()
         comm = self.comm.Split(0 if member else self.MPI.UNDEFINED, self.rank)
         return MPIBackend(comm) if member else None
 
     def abort(self, code: int) -> None:
         self.MPI.COMM_WORLD.Abort(code)
 
+    def leave(self) -> Work | None:
+        """Tell the other ranks this one is leaving: those waiting in a collective raise, those
+        leaving too complete it together. None when a peer has already left."""
+        if self._left or self.size == 1:
+            return None
+        try:
+            self.flush()
+        except agreement.DistBackendError:   # raised already where it was waited on
+            if self._left:
+                return None
+        return self._collective("leave", None, None, lambda: (None, None))
+
     def close(self) -> None:
+        self.headers.Free()
         self.comm.Free()

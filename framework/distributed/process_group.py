@@ -3,15 +3,20 @@
 The default group is the world, as MPI's launcher starts it (`mpiexec -n 4 python train.py`): rank
 and size come from the launcher (subgroups: `groups.py`). On initialisation an uncaught exception on any rank aborts every
 rank (MPI_Abort), so one failing process ends the job with an error instead of leaving the others
-blocked in a collective forever."""
+blocked in a collective forever; and a rank that leaves — `destroy_process_group`, or the end of
+its program without it — tells the others, so those waiting in a collective raise at once
+(`agreement.py`)."""
 from __future__ import annotations
 
+import atexit
+import contextlib
 import sys
 import time
 import traceback
 from datetime import timedelta
 
 from . import watchdog
+from .agreement import DistBackendError
 
 _backend = None
 _previous_excepthook = None
@@ -57,6 +62,7 @@ def init_process_group(backend: str = "mpi", init_method: str | None = None,
             raise ValueError(f"init_process_group: {name}={given}, but the launcher started this "
                              f"process with {name} {actual}")
     _install_abort_on_error()
+    atexit.register(_leave_at_exit)
     if seconds is not None:
         watchdog.active = watchdog.Watchdog(seconds, _backend.rank, _backend.abort)
 
@@ -91,17 +97,38 @@ def _install_abort_on_error() -> None:
     sys.excepthook = _abort_on_error
 
 
+def leave(communicators: list) -> None:
+    """Announce on each communicator that this rank leaves it, all at once, then wait until
+    every other member has left too or has seen the announcement (its collective raises)."""
+    works = [c.leave() for c in communicators if hasattr(c, "leave")]
+    for work in works:
+        if work is not None:
+            with contextlib.suppress(DistBackendError):   # a peer waiting in a collective
+                work.wait()
+
+
+def _leave_at_exit() -> None:
+    """The program ends without destroy_process_group: still tell the others."""
+    from .groups import _groups
+    if _backend is not None:
+        leave([g.comm for g in _groups] + [_backend])
+
+
 def destroy_process_group(group=None) -> None:
     """Free `group` (a new_group), or, by default, the world and every group."""
     global _backend
-    from .groups import ProcessGroup, destroy_groups
+    from .groups import ProcessGroup, _groups, destroy_groups
     if isinstance(group, ProcessGroup):
+        if group in _groups:
+            leave([group.comm])
         destroy_groups(group)
         return
     check_group(group, "destroy_process_group")
     if _backend is None:
         raise RuntimeError("destroy_process_group: no process group is initialized")
+    leave([g.comm for g in _groups] + [_backend])
     destroy_groups()
+    atexit.unregister(_leave_at_exit)
     if watchdog.active is not None:
         watchdog.active.stop()
         watchdog.active = None

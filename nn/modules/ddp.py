@@ -25,6 +25,7 @@ class DistributedDataParallel(Module):
                  static_graph: bool = False):
         super().__init__()
         from dualflow import distributed as dist
+        from dualflow.distributed.model_check import verify_same_model
         from dualflow.distributed.reducer import Reducer
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected an nn.Module, got "
@@ -46,6 +47,8 @@ class DistributedDataParallel(Module):
         if not params:
             raise RuntimeError("DistributedDataParallel: the module has no parameter that "
                                "requires grad")
+        verify_same_model(list(module.named_parameters()), dist.get_world_size(),
+                          "DistributedDataParallel")
         for t in list(module.parameters()) + list(module.buffers()):
             dist.broadcast(t.detach(), 0)
         object.__setattr__(self, "_reducer",

@@ -92,3 +92,24 @@ def test_the_ddp_digits_example_trains(tmp_path, flags):
     out = assert_ok(2, str(example), "--epochs", "2", "--out", str(tmp_path), *flags)
     accuracy = float(out.split("test accuracy ")[1].split()[0])
     assert accuracy > 0.9, out
+
+
+def test_collectives_the_ranks_disagree_on_raise_on_every_rank_naming_the_mismatch():
+    """Count, dtype, root, reduce op, kind, async; and DDP over models that differ."""
+    out = assert_ok(2, "mismatch.py")
+    assert "rank 0: mismatch ok" in out and "rank 1: mismatch ok" in out, out
+
+
+@pytest.mark.parametrize("how", ["exit", "caught", "destroy"])
+def test_a_rank_that_leaves_ends_the_others_wait_with_an_error_in_seconds(how):
+    code, out, seconds = run_mpi(2, "rank_leaves.py", how, timeout=60)
+    assert code == 0, out
+    assert "rank 1 has left the process group" in out, out
+    waited = float(out.split("rank 0 waited ")[1].split(" s")[0])
+    assert waited < 10, out   # the process group's timeout is 600 s
+    assert "and later collectives raise at once" in out, out
+
+
+def test_ranks_that_all_end_without_destroy_process_group_exit_cleanly():
+    code, out, seconds = run_mpi(2, "rank_leaves.py", "together", timeout=60)
+    assert code == 0 and seconds < 30, out
