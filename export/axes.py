@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .dims import Dim, Variants
 from .errors import ExportError
-from .tracing import resized, trace_model
+from .tracing import resized, symbol_names, trace_model
 
 
 def _axis_map(name: str, spec, ndim: int) -> dict:
@@ -56,8 +56,10 @@ def symbol_sources(in_axes: dict, input_names: list) -> dict:
 
 def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
                    graph) -> tuple:
-    """(Variants, graphs): the first graph, then the traces with each symbol alone one larger,
-    then (when there are symbols) all of them two larger, to check the affine rules."""
+    """(Variants, graphs): the first graph, then the traces with each symbol alone one step
+    larger, then (when there are symbols) all of them two steps larger, to check the affine
+    rules. A step is the largest power of two (up to 32) dividing the example size, so a model
+    that needs sizes divisible by 2**k (a U-Net) traces at sizes it accepts."""
     base: dict = {}
     for i, axes in in_axes.items():
         for axis, sym in axes.items():
@@ -66,13 +68,15 @@ def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
                 raise ValueError(f"to_onnx: dynamic axis {sym!r} has size {base[sym]} in one "
                                  f"input but {size} in {input_names[i]!r} (axis {axis})")
     symbols = tuple(base)
-    sizes = [dict(base)] + [{**base, s: base[s] + 1} for s in symbols]
+    step = {s: _step(n) for s, n in base.items()}
+    sizes = [dict(base)] + [{**base, s: base[s] + step[s]} for s in symbols]
     if symbols:
-        sizes.append({s: n + 2 for s, n in base.items()})
-    variants, graphs = Variants(symbols, sizes), [graph]
+        sizes.append({s: n + 2 * step[s] for s, n in base.items()})
     # the variants are traced as the first graph was: with size symbols, or (an example size
     # of 0 or 1, never symbolic) with plain sizes throughout, so their nodes correspond
     traced_axes = in_axes if all(n >= 2 for n in base.values()) else None
+    traced = {s: name for name, s in symbol_names(in_axes).items()} if traced_axes else {}
+    variants, graphs = Variants(symbols, sizes, traced), [graph]
     for k, s in enumerate(sizes[1:], 1):
         try:
             graphs.append(trace_model(model, resized(args, in_axes, s), traced_axes)[0])
@@ -83,6 +87,11 @@ def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
                               f"{exc}. Mark the axis dynamic on every input that shares it, or "
                               "leave it static") from exc
     return variants, graphs
+
+
+def _step(size: int, most: int = 32) -> int:
+    """The largest power of two up to `most` that divides `size` (1 for 0)."""
+    return min(size & -size, most) if size else 1
 
 
 def describe(variants: Variants, k: int) -> str:

@@ -5,11 +5,15 @@ bound and captured tensor. To export a model whose batch (or any other) axis is 
 exporter traces it again with each dynamic axis resized (`Variants`), checks that the graphs match
 node for node, and marks every integer that changed as a `Dim`: its values in every trace, and,
 where they fit one, the affine rule `const + sum(coeff * symbol)` that computes it at run time.
+A size that is no affine rule of the axes but a polynomial of them (`x.reshape(-1, D)` with batch
+and sequence both dynamic: batch * seq) keeps the polynomial the symbolic trace computed it with
+(`Dim.poly`), checked against every trace.
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from dualflow.graph.ir import Graph
 
@@ -20,10 +24,19 @@ from .errors import ExportError
 class Dim:
     """An integer that depends on dynamic axes. `values` holds it in every trace (base first), so
     two Dims are equal exactly when they agree in every trace; `terms` is ((symbol, coeff), ...)
-    of its affine rule, or None when no affine rule fits."""
+    of its affine rule, or None when no affine rule fits; then `poly`, when known, is
+    (((symbol, ...), coeff), ...): the sum of each coefficient times its symbols' product."""
     values: tuple
     const: int = 0
     terms: tuple | None = None
+    poly: tuple | None = field(default=None, compare=False)
+
+    @property
+    def rule(self) -> tuple | None:
+        """The size as a polynomial (((symbol, ...), coeff), ...), affine rules included."""
+        if self.terms is None:
+            return self.poly
+        return tuple(((s,), c) for s, c in self.terms) + (((), self.const),) * bool(self.const)
 
     @property
     def base(self) -> int:
@@ -46,32 +59,46 @@ class Dim:
         if not isinstance(k, int) or isinstance(k, bool):
             return NotImplemented
         terms = None if self.terms is None else tuple((s, c * k) for s, c in self.terms if c * k)
-        return _make(tuple(v * k for v in self.values), self.const * k, terms)
+        poly = None if self.poly is None else tuple((m, c * k) for m, c in self.poly if c * k)
+        return _make(tuple(v * k for v in self.values), self.const * k, terms, poly)
 
     __rmul__ = __mul__
 
     def __repr__(self) -> str:
+        if self.terms is None and self.poly is not None:
+            return " + ".join("*".join(m + ((str(c),) if c != 1 or not m else ()))
+                              for m, c in self.poly)
         if self.terms is None:
-            return f"<size {self.base}, not affine in the dynamic axes>"
+            return f"<size {self.base}, no polynomial of the dynamic axes>"
         parts = [f"{c}*{s}" if c != 1 else s for s, c in self.terms]
         return " + ".join(parts + ([str(self.const)] if self.const else []))
 
 
-def _make(values: tuple, const: int, terms):
+def _make(values: tuple, const: int, terms, poly=None):
     """A Dim, or the int it reduces to when every trace agrees."""
     if all(v == values[0] for v in values):
         return values[0]
-    return Dim(values, const, terms)
+    return Dim(values, const, terms, poly)
+
+
+def _poly_sum(a: tuple | None, b: tuple | None, sign: int) -> tuple | None:
+    if a is None or b is None:
+        return None
+    coeffs = dict(a)
+    for m, c in b:
+        coeffs[m] = coeffs.get(m, 0) + sign * c
+    return tuple((m, c) for m, c in coeffs.items() if c)
 
 
 def _linear(a: Dim, b, sign: int):
     if isinstance(b, bool) or not isinstance(b, (int, Dim)):
         return NotImplemented
     if isinstance(b, int):
-        return _make(tuple(v + sign * b for v in a.values), a.const + sign * b, a.terms)
+        poly = _poly_sum(a.poly, (((), b),), sign)
+        return _make(tuple(v + sign * b for v in a.values), a.const + sign * b, a.terms, poly)
     values = tuple(x + sign * y for x, y in zip(a.values, b.values))
     if a.terms is None or b.terms is None:
-        return _make(values, 0, None)
+        return _make(values, 0, None, _poly_sum(a.rule, b.rule, sign))
     coeffs = dict(a.terms)
     for s, c in b.terms:
         coeffs[s] = coeffs.get(s, 0) + sign * c
@@ -93,14 +120,26 @@ def is_static(x) -> bool:
 class Variants:
     """The sizes each trace gave the dynamic symbols: `sizes[k][symbol]` for trace k.
     Trace 0 is the user's example; trace 1 + i changes symbol i alone; the last trace (when
-    present) changes every symbol at once and checks that the affine rules predict it."""
+    present) changes every symbol at once and checks that the affine rules predict it.
+    `traced` maps the size symbols the first trace was made with to these symbols."""
     symbols: tuple
     sizes: list
+    traced: dict = field(default_factory=dict)
 
-    def dim(self, values: tuple):
-        """An int when every trace agrees, else the Dim with its affine rule (if one fits)."""
+    def dim(self, values: tuple, traced=None):
+        """An int when every trace agrees, else the Dim with its rule: the polynomial of
+        `traced` (the first trace's symbolic size) when there is one, which holds at every size;
+        without it (a trace made with plain sizes) the affine rule that fits the traces, if any.
+        A symbolic size with a floor division (a strided conv's output) has no rule, even where
+        an affine one fits the traced sizes."""
         if all(v == values[0] for v in values):
             return values[0]
+        if getattr(traced, "expr", None) is not None:
+            poly = self._polynomial(values, traced)
+            if poly is None or any(len(m) > 1 for m, _ in poly):
+                return Dim(tuple(values), poly=poly)
+            const = sum(c for m, c in poly if not m)
+            return Dim(tuple(values), const, tuple((m[0], c) for m, c in poly if m))
         base, terms = values[0], []
         for i, s in enumerate(self.symbols):
             step = self.sizes[1 + i][s] - self.sizes[0][s]
@@ -115,10 +154,28 @@ class Variants:
                 return Dim(tuple(values))
         return Dim(tuple(values), const, tuple(terms))
 
+    def _polynomial(self, values: tuple, traced) -> tuple | None:
+        """The symbolic size's polynomial over these symbols, if it has no opaque atom (a floor
+        division) and gives `values` in every trace."""
+        expr = getattr(traced, "expr", None)
+        if expr is None:
+            return None
+        poly = []
+        for mono, coeff in expr.terms:
+            names = tuple(self.traced.get(a) for a in mono)
+            if None in names:
+                return None
+            poly.append((names, coeff))
+        for sizes, value in zip(self.sizes, values):
+            if sum(c * math.prod(sizes[n] for n in m) for m, c in poly) != value:
+                return None
+        return tuple(poly)
+
 
 def merge_attr(variants: Variants, trees: list, where: str):
     """One attribute across the traces: ints that change become Dims; anything else that changes
     (a float computed from a size, a different structure) cannot be exported."""
+    symbolic = trees[0]
     if any(getattr(t, "is_symbolic", False) for t in trees):   # a symbolic size (traced with
         trees = [getattr(t, "hint", t) for t in trees]         # symbols): its size per trace
     first = trees[0]
@@ -131,7 +188,7 @@ def merge_attr(variants: Variants, trees: list, where: str):
     if isinstance(first, int):
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in trees):
             raise ExportError(f"{where}: attribute values {trees} differ in kind between traces")
-        return variants.dim(tuple(trees))
+        return variants.dim(tuple(trees), symbolic)
     if isinstance(first, (tuple, list)):
         if any(not isinstance(t, type(first)) or len(t) != len(first) for t in trees):
             raise ExportError(f"{where}: the attribute {first!r} changes structure with the size "

@@ -109,25 +109,30 @@ class Exporter:
         """A [1] int64 tensor holding a dynamic size, computed from the inputs' shapes."""
         if dim in self._dim_names:
             return self._dim_names[dim]
-        if dim.terms is None:
-            raise ExportError(f"a size ({dim}: {dim.values[0]} as traced) does not follow the "
-                              "dynamic axes linearly, so it cannot be computed at run time")
+        if dim.rule is None:
+            raise ExportError(f"a size ({dim}: {dim.values[0]} as traced) is no polynomial of "
+                              "the dynamic axes, so it cannot be computed at run time")
         with at_top(self):
-            acc = self._dim_sum(dim)
+            acc = self._dim_sum(dim.rule)
         self._dim_names[dim] = acc
         return acc
 
-    def _dim_sum(self, dim) -> str:
+    def _dim_sum(self, poly: tuple) -> str:
+        """sum(coeff * product of the symbols' sizes) as a [1] int64 tensor."""
         ctx = LoweringContext(self)
         acc = None
-        for sym, coeff in dim.terms:
-            src, axis = self.symbol_sources[sym]
-            size = ctx.emit("Gather", [ctx.emit("Shape", [src]), ctx.ints([axis])], axis=0)
-            if coeff != 1:
+        for symbols, coeff in sorted(poly, key=lambda t: not t[0]):   # the constant last
+            size = None
+            for sym in symbols:
+                src, axis = self.symbol_sources[sym]
+                axis_size = ctx.emit("Gather", [ctx.emit("Shape", [src]), ctx.ints([axis])],
+                                     axis=0)
+                size = axis_size if size is None else ctx.emit("Mul", [size, axis_size])
+            if size is None:
+                size = ctx.ints([coeff])
+            elif coeff != 1:
                 size = ctx.emit("Mul", [size, ctx.ints([coeff])])
             acc = size if acc is None else ctx.emit("Add", [acc, size])
-        if dim.const:
-            acc = ctx.emit("Add", [acc, ctx.ints([dim.const])])
         return acc
 
     def add_node(self, proto) -> None:

@@ -64,7 +64,7 @@ def trace_model(model, args: tuple, axes: dict | None = None):
             trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
     finally:   # attributes the forward assigned (a cached mask) go back: nothing traced is left
         snapshot.restore_attributes()
-    named = {s: n for n, s in _symbol_names(axes or {}).items()}
+    named = {s: n for n, s in symbol_names(axes or {}).items()}
     for sym, why in (env.specialized.items() if env is not None else ()):
         raise ExportError(f"dynamic axis {named[sym]!r} cannot be dynamic: the traced code needs "
                           f"its size as a plain number ({why}); give it a fixed size")
@@ -78,13 +78,13 @@ def trace_model(model, args: tuple, axes: dict | None = None):
 def _symbols(axes: dict, leaves: list) -> dict:
     """{leaf: {axis: s<k>}} for the dynamic axes (one symbol per axis name), or {} when one of
     them is smaller than 2 (sizes 0 and 1 are never symbolic; graph/dynamic.py)."""
-    names = _symbol_names(axes)
+    names = symbol_names(axes)
     if any(leaves[i].shape[a] < 2 for i, dims in axes.items() for a in dims):
         return {}
     return {i: {a: names[n] for a, n in dims.items()} for i, dims in axes.items()}
 
 
-def _symbol_names(axes: dict) -> dict:
+def symbol_names(axes: dict) -> dict:
     """Export axis name -> the size symbol it is traced as (s0, s1, ... in order of appearance)."""
     out: dict = {}
     for dims in axes.values():

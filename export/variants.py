@@ -121,11 +121,12 @@ def match(graphs: list, variants: Variants, describe) -> Sizes:
     for vid, v in values[0].items():
         if any(vid not in vals for vals in values[1:]):
             raise ExportError(f"the traced graph's values change with {describe(1)}")
+        traced = tuple(v.type.shape)
         shapes = [hinted(tuple(vals[vid].type.shape)) for vals in values]   # symbols: sizes
         if any(len(s) != len(shapes[0]) for s in shapes):
             raise ExportError(f"the rank of a value changes with {describe(1)} "
                               f"(used by {_first_user(nodes0, v)})")
-        sizes.shapes[vid] = tuple(variants.dim(tuple(s[i] for s in shapes))
+        sizes.shapes[vid] = tuple(variants.dim(tuple(s[i] for s in shapes), traced[i])
                                   for i in range(len(shapes[0])))
         if v.kind in ("param", "const"):
             _check_constant(sizes, [vals[vid] for vals in values], nodes0, describe)
