@@ -1,7 +1,7 @@
 """Compile time against graph size: an nn.Graph training step of an MLP (width 32, ReLU, SGD)
 with 10, 50, 200 and 1,000 layers, one row per size: nodes traced and left after the passes,
 seconds in each pass, the whole compile, and microseconds per traced node (flat when compile
-cost is linear in graph size; issue #18 asks for within 2x from 10 to 1,000 layers).
+cost is linear in graph size; the target is within 2x from 10 to 1,000 layers).
 
     python3 -m benchmarks.compile_scaling                  # one thread; about 10 s
     python3 -m benchmarks.compile_scaling --layers 10 100  # other sizes
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-if __name__ == "__main__":   # before NumPy loads: compile time on one thread, as in the issue
+if __name__ == "__main__":   # before NumPy loads: compile time on one thread, as the table reports
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 

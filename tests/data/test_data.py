@@ -144,7 +144,7 @@ def test_default_collate_of_tuples_dicts_arrays_and_numbers():
 
 
 @pytest.mark.parametrize("batch,dtype,values", [
-    ([1, 2.5], flow.float32, [1.0, 2.5]),          # issue #12: was int64 [1, 2]
+    ([1, 2.5], flow.float32, [1.0, 2.5]),          # was int64 [1, 2] once
     ([True, 2.5], flow.float32, [1.0, 2.5]),
     ([True, 2], flow.int64, [1, 2]),
     ([True, False], flow.bool, [True, False]),

@@ -1,4 +1,4 @@
-"""Graph capture on the patterns real programs use (issue #11): each test failed before its fix.
+"""Graph capture on the patterns real programs use: each test failed before its fix.
 
 Every compiled front end (GRAPH mode, nn.Graph, to_onnx) must reproduce eager's numbers or refuse
 with an error; these tests compare against eager runs of an identical copy of the model.

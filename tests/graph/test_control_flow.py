@@ -71,7 +71,7 @@ def _x(*shape, seed=1, scale=1.0):
     return np.random.default_rng(seed).normal(size=shape) * scale
 
 
-# ---- the models -------------------------------------------------------------------------
+# ---- the models --------------------------------------------------------------------------------
 def _branch(m, x):
     w0, w1 = m.ws
     h = flow.cond(x.mean() > 0, lambda a: (a @ w0).relu(), lambda a: (a @ w1).tanh() * 2, (x,))

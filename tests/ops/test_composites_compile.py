@@ -1,4 +1,4 @@
-"""The composite ops of issue #12 part B (diag, trace, kron, cross, cdist, index_add/copy/fill,
+"""The composite ops (diag, trace, kron, cross, cdist, index_add/copy/fill,
 scatter(reduce=)) and in-place writes through a diagonal view compile: GRAPH mode gives eager's
 values and input gradients bit for bit, and the ONNX export runs in onnxruntime with eager's
 values."""

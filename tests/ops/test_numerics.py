@@ -1,4 +1,4 @@
-"""Numerics real programs meet, pinned to PyTorch's behaviour (issue #12): finite gradients where
+"""Numerics real programs meet, pinned to PyTorch's behaviour: finite gradients where
 PyTorch's are finite, errors where PyTorch raises, accumulation no worse than PyTorch's. Each
 check runs in eager mode and in a compiled graph, so both modes agree."""
 from __future__ import annotations
