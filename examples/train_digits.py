@@ -5,10 +5,12 @@
     python examples/train_digits.py --mode global   # flow.set_mode(flow.GRAPH): same loop, compiled
     python examples/train_digits.py --mode both     # eager, then nn.Graph; the two must agree
     python examples/train_digits.py --workers 2     # batches loaded by 2 worker processes
+    python examples/train_digits.py --threads 2     # BLAS threads (default 1: see --threads)
     python examples/train_digits.py --mode both --plot curves.png   # needs matplotlib
 
 Each model is trained, evaluated on a held-out split, saved with `flow.save`, reloaded into a
-fresh model, and checked to give identical predictions. A progress bar shows each epoch's running
+fresh model, and checked to give identical predictions. The accuracy bars (97 % MLP, 98 % CNN)
+hold for the default epochs and are checked only then. A progress bar shows each epoch's running
 loss, training accuracy and steps/s; `--plot` draws the loss and accuracy curves per epoch, one
 column per mode, side by side.
 """
@@ -134,6 +136,7 @@ def run(mode_name: str, epochs: int | None, out_dir: str, workers: int = 0,
                                                    ("cnn", make_cnn, 0.05, 20, 0.98)):
         flow.manual_seed(0)
         start = time.perf_counter()
+        full_length = epochs is None or epochs >= default_epochs
         model, losses, accuracies = train(name, factory(), run_mode, epochs or default_epochs,
                                           train_set, lr, label=mode_name, workers=workers)
         if curves is not None:
@@ -145,10 +148,15 @@ def run(mode_name: str, epochs: int | None, out_dir: str, workers: int = 0,
         fresh = factory()
         fresh.load_state_dict(flow.load(path))
         same = np.array_equal(predict(fresh, test_set[0], run_mode), pred)
-        print(f"{name} [{mode_name}]: test accuracy {acc:.4f} (bar {bar}), "
-              f"{time.perf_counter() - start:.1f}s, checkpoint {path}, reload identical: {same}")
-        if acc < bar or not same:
-            raise SystemExit(f"{name}: accuracy {acc:.4f} below {bar} or reload mismatch")
+        verdict = f"bar {bar}" if full_length else \
+            f"bar {bar} applies to {default_epochs} epochs, not checked"
+        print(f"{name} [{mode_name}]: test accuracy {acc:.4f} ({verdict}), "
+              f"{time.perf_counter() - start:.1f}s on {flow.get_num_threads()} BLAS thread(s), "
+              f"checkpoint {path}, reload identical: {same}")
+        if not same:
+            raise SystemExit(f"{name}: the reloaded checkpoint predicts differently")
+        if full_length and acc < bar:
+            raise SystemExit(f"{name}: accuracy {acc:.4f} below {bar}")
         results[name] = (acc, losses[0])
     flow.set_mode(flow.EAGER)
     return results
@@ -164,7 +172,11 @@ def main() -> None:
                         help="DataLoader worker processes (default: 0, load in this process)")
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="draw loss and accuracy curves per mode into this image file")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="BLAS threads, flow.set_num_threads (default 1: the matrices are "
+                             "small, and more threads than idle cores slow OpenBLAS down)")
     args = parser.parse_args()
+    flow.set_num_threads(args.threads)
     pyplot = load_pyplot() if args.plot else None
     out_dir = args.out or tempfile.mkdtemp(prefix="dualflow-digits-")
     os.makedirs(out_dir, exist_ok=True)
