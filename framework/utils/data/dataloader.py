@@ -13,7 +13,7 @@ from ...random import Generator
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
-from .worker_pool import MultiProcessIterator
+from .worker_pool import MultiProcessIterator, draw_base_seed
 
 
 class DataLoader:
@@ -72,12 +72,10 @@ class DataLoader:
     def __iter__(self) -> Iterator:
         if self.num_workers:
             return self._worker_iterator()
+        draw_base_seed(self.generator)   # as a pass with workers does: the same order follows
         if self._iterable:
             return self._iter_stream()
-        if self.batch_sampler is not None:
-            return (self.collate_fn([self.dataset[i] for i in batch])
-                    for batch in self.batch_sampler)
-        return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+        return _MapIterator(self)
 
     def _worker_iterator(self) -> MultiProcessIterator:
         """A new pass over worker processes; persistent workers are started once and reused."""
@@ -109,6 +107,26 @@ class DataLoader:
                 return n
             return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
+
+
+class _MapIterator:
+    """One pass over a map-style dataset in this process. As in PyTorch, an exception from
+    `__getitem__` or `collate_fn` fails that batch only: the next call goes on with the next
+    one (a generator would end the pass silently after raising)."""
+
+    def __init__(self, loader: DataLoader):
+        self._dataset, self._collate_fn = loader.dataset, loader.collate_fn
+        self._batched = loader.batch_sampler is not None
+        self._indices = iter(loader.batch_sampler if self._batched else loader.sampler)
+
+    def __iter__(self) -> "_MapIterator":
+        return self
+
+    def __next__(self):
+        what = next(self._indices)
+        if self._batched:
+            return self._collate_fn([self._dataset[i] for i in what])
+        return self._collate_fn(self._dataset[what])
 
 
 def _check_worker_options(num_workers: int, timeout: float, prefetch_factor: int | None,

@@ -3,7 +3,8 @@
 A worker takes requests from its own index queue and puts one reply per request on the shared
 result queue, tagged (worker id, epoch, request number): a batch (its arrays in shared memory, see
 `shm.py`), a `WorkerError` carrying the worker's traceback, or `EXHAUSTED` once its copy of an
-iterable dataset has run out. `None` on the index queue tells it to exit; so does finding its
+iterable dataset has run out. The reply is pickled in the worker, so one that cannot be
+pickled becomes a `WorkerError` instead of never arriving. `None` on the index queue tells it to exit; so does finding its
 parent gone (the main process was killed), so a worker never outlives the program.
 """
 from __future__ import annotations
@@ -15,11 +16,12 @@ import random
 import sys
 import traceback
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
 from ...random import manual_seed
-from .shm import remove_leftovers, write_batch
+from .shm import discard_batch, remove_leftovers, write_batch
 
 _POLL_S = 0.5                   # how often an idle worker checks that its parent still lives
 
@@ -167,11 +169,22 @@ def worker_loop(worker_id: int, num_workers: int, seed: int, fetcher: _Fetcher,
                 continue
             _, epoch, task, what = request
             reply = init_error or _fetch(fetcher, what, worker_id, f"{shm_prefix}{epoch}-{task}")
-            result_queue.put((worker_id, epoch, task, reply))
+            result_queue.put((worker_id, epoch, task, _pickled(reply, worker_id)))
     except KeyboardInterrupt:
         pass
     if done_event.is_set():     # nobody reads the queue any more: don't block on flushing it
         result_queue.cancel_join_thread()
+
+
+def _pickled(reply, worker_id: int) -> bytes:
+    """The reply as bytes, pickled here: the queue's feeder thread would only print a pickling
+    error and drop the reply, leaving the main process waiting for it forever."""
+    try:
+        return bytes(ForkingPickler.dumps(reply))
+    except Exception:
+        discard_batch(reply)
+        return bytes(ForkingPickler.dumps(WorkerError(worker_id, "while sending a batch to the "
+                                                      "main process (it must be picklable)")))
 
 
 def _fetch(fetcher: _Fetcher, what, worker_id: int, shm_path: str):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import signal
 import time
@@ -26,6 +27,13 @@ from .worker import Exhausted, WorkerError, _Fetcher, worker_loop
 _POLL_S = 0.1
 _JOIN_S = 1.0                   # then a worker still busy with a sample is killed
 _iterator_ids = itertools.count()
+
+
+def draw_base_seed(generator) -> int:
+    """The workers' base seed, drawn from the loader's generator (the default one when None) at
+    the start of every pass, with or without workers, as PyTorch does: so the sampler's draws
+    that follow, and the shuffled order, do not depend on `num_workers`."""
+    return int(randint(0, 2 ** 62, (), generator=generator).item())
 
 
 def resolve_context(context) -> mp.context.BaseContext:
@@ -64,7 +72,8 @@ class MultiProcessIterator:
         self._epoch = 0
         self._shm_prefix = os.path.join(
             shm_folder(), f"dualflow-{os.getpid()}-{next(_iterator_ids)}-")
-        base_seed = int(randint(0, 2 ** 62, (), generator=loader.generator).item())
+        self._generator = loader.generator
+        base_seed = draw_base_seed(loader.generator)
         auto_batch = loader.batch_sampler is not None or (
             self._iterable and loader.batch_size is not None)
         fetcher = _Fetcher(loader.dataset, self._iterable, auto_batch, loader.batch_size,
@@ -105,6 +114,8 @@ class MultiProcessIterator:
     def new_pass(self) -> None:
         """Start a new pass: a fresh pass of the sampler, new requests, replies in order."""
         self._epoch += 1
+        if self._epoch > 1:   # persistent workers keep their seeds; the generator still advances
+            draw_base_seed(self._generator)
         for _, reply in getattr(self, "_waiting", {}).values():    # a pass left unfinished
             discard_batch(reply)
         self._sampler_iter = None if self._iterable else iter(self._index_source)
@@ -167,7 +178,7 @@ class MultiProcessIterator:
             wait = _POLL_S if deadline is None else max(0.0, min(_POLL_S,
                                                                  deadline - time.monotonic()))
             try:
-                wid, epoch, task, reply = self._result_queue.get(timeout=wait)
+                wid, epoch, task, payload = self._result_queue.get(timeout=wait)
             except queue.Empty:
                 self._check_workers()
                 if deadline is not None and time.monotonic() >= deadline:
@@ -175,7 +186,7 @@ class MultiProcessIterator:
                     raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
                                        f"waiting for a batch from its workers") from None
                 continue
-            return wid, epoch, task, reply
+            return wid, epoch, task, pickle.loads(payload)
 
     def _check_workers(self) -> None:
         dead = [w for w in self._workers if not w.is_alive()]
@@ -208,8 +219,8 @@ def _stop_workers(workers: list, index_queues: list, result_queue, done_event,
             w.join()
     while True:
         try:
-            discard_batch(result_queue.get_nowait()[3])
-        except (queue.Empty, OSError, EOFError):
+            discard_batch(pickle.loads(result_queue.get_nowait()[3]))
+        except (queue.Empty, OSError, EOFError, pickle.UnpicklingError):
             break
     for q in index_queues + [result_queue]:
         q.cancel_join_thread()
