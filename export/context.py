@@ -163,7 +163,7 @@ class LoweringContext:
 
     # ---- regions (export/subgraphs.py) -------------------------------------------------------
     def inline(self, region, names: list) -> list:
-        """Lower a region (graph/regions.py) here, its inputs named `names` (outer names are
+        """Lower a region (graph/ir/regions.py) here, its inputs named `names` (outer names are
         read by lexical scope); returns its outputs' names."""
         from .subgraphs import inline
         return inline(self._x, region, list(names))

@@ -15,7 +15,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from dualflow.graph.ir import Graph
+from dualflow.graph.ir.core import Graph
 
 from .errors import ExportError
 

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 
 import dualflow as flow
 from dualflow.graph import Trace
-from dualflow.graph.dynamic import symbolic_axes
-from dualflow.graph.trace import scope_names
+from dualflow.graph.capture.dynamic import symbolic_axes
+from dualflow.graph.capture.call_trace import scope_names
 from dualflow.utils.pytree import flatten, flatten_args, map_tensors
 from dualflow.nn.capture import Snapshot
 from dualflow.nn import Graph as NNGraph
@@ -37,7 +37,7 @@ def _inference(modules: list):
 def trace_model(model, args: tuple, axes: dict | None = None):
     """(IR graph, output tree) of `model(*args)` for inference. Nodes traced inside dualflow's
     own layers are attributed to the innermost user frame: the `to_onnx` call. `axes` ({tensor
-    leaf: {axis: name}}, the dynamic axes) are traced as size symbols (graph/symbolic.py) when
+    leaf: {axis: name}}, the dynamic axes) are traced as size symbols (graph/ir/symbolic.py) when
     every one has a size of at least 2, so sizes computed from them stay expressions (a tensor
     made from `x.shape[1]` becomes an op, not a constant); a trace that needs one of them as a
     plain int (a Python loop over it) says which and where."""
@@ -77,7 +77,7 @@ def trace_model(model, args: tuple, axes: dict | None = None):
 
 def _symbols(axes: dict, leaves: list) -> dict:
     """{leaf: {axis: s<k>}} for the dynamic axes (one symbol per axis name), or {} when one of
-    them is smaller than 2 (sizes 0 and 1 are never symbolic; graph/dynamic.py)."""
+    them is smaller than 2 (sizes 0 and 1 are never symbolic; graph/capture/dynamic.py)."""
     names = symbol_names(axes)
     if any(leaves[i].shape[a] < 2 for i, dims in axes.items() for a in dims):
         return {}

@@ -47,7 +47,7 @@ from .amp import autocast  # noqa: E402
 from dualflow import nn, graph  # noqa: E402
 from dualflow.nn.compiled import compile  # noqa: E402,A004
 from dualflow.nn.graph_mode import module_call as _module_call  # noqa: E402
-from dualflow.graph.optim_step import optimizer_step as _optimizer_step  # noqa: E402
+from dualflow.graph.capture.optim_step import optimizer_step as _optimizer_step  # noqa: E402
 
 nn.module._graph_call = _module_call  # a top-level Module call in GRAPH mode compiles
 from dualflow.nn.graph_breaks import explain as _explain  # noqa: E402

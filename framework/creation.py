@@ -125,7 +125,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def _symbolic(sizes) -> bool:
-    """Whether a size is symbolic (a dynamic axis being traced, graph/symbolic.py): the tensor
+    """Whether a size is symbolic (a dynamic axis being traced, graph/ir/symbolic.py): the tensor
     is then made by an op at each call's sizes (ops/sized.py), not kept as a constant."""
     return any(getattr(s, "is_symbolic", False) for s in sizes)
 

@@ -18,9 +18,9 @@ in-place state update of the buffer the graph is bound to (same shape and dtype 
 """
 from __future__ import annotations
 
-from dualflow.graph.compiled_call import OptimizerSnapshot
+from dualflow.graph.capture.compiled_call import OptimizerSnapshot
 from dualflow.utils.pytree import contains_tensor, flatten, unflatten
-from dualflow.graph.tracer import TraceError, TracedTensor
+from dualflow.graph.capture.tracer import TraceError, TracedTensor
 from dualflow.tensor import Tensor
 
 from .module import tree_version

@@ -16,13 +16,14 @@ from collections import OrderedDict
 
 import dualflow as flow
 from dualflow.eager.engine import add_arrays
-from dualflow.graph import Trace, TracedTensor, autograph, compile_graph, signature
-from dualflow.graph.trace import scope_names
-from dualflow.graph.compiled_call import CompiledCall
-from dualflow.graph.dynamic import requested_dims
-from dualflow.graph.optim_step import LrBinding, check_state_in_place, hyper_parameters
+from dualflow.graph import Trace, TracedTensor, compile_graph, signature
+from dualflow.graph.capture import autograph
+from dualflow.graph.capture.call_trace import scope_names
+from dualflow.graph.capture.compiled_call import CompiledCall
+from dualflow.graph.capture.dynamic import requested_dims
+from dualflow.graph.capture.optim_step import LrBinding, check_state_in_place, hyper_parameters
 from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
-from dualflow.graph.retrace import RetraceLog, leaf_names
+from dualflow.graph.capture.retrace import RetraceLog, leaf_names
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
@@ -91,9 +92,9 @@ class GraphConfig:
 
     def enable_amp(self, enabled: bool = True, dtype=None, grad_scaler=None) -> None:
         """Mixed precision: matmul and conv inputs in `dtype` (float16), the rest in float32.
-        For float16 a dynamic gradient scaler is on by default (`dualflow.graph.amp.GradScaler`;
+        For float16 a dynamic gradient scaler is on by default (`dualflow.graph.capture.amp_scaler.GradScaler`;
         pass `grad_scaler=False` to train without one)."""
-        from dualflow.graph.amp import GradScaler, low_precision_dtype
+        from dualflow.graph.capture.amp_scaler import GradScaler, low_precision_dtype
         if not enabled:
             self.amp_dtype = self.grad_scaler = None
             return
@@ -150,7 +151,7 @@ class Graph:
     """Subclass, assign modules in `__init__`, override `build(*inputs)`; call it like a function.
     `cache_limit`: the most compiled signatures kept (default `flow.graph.set_cache_limit`'s).
     `dynamic`: axes of build's arguments traced as size symbols, `{"x": {0: "batch"}}`, or True
-    for every axis (graph/dynamic.py; other axes become symbolic when seen with a second size)."""
+    for every axis (graph/capture/dynamic.py; other axes become symbolic when seen with a second size)."""
 
     def __init__(self, *, cache_limit: int | None = None, dynamic=None):
         if cache_limit is not None and (isinstance(cache_limit, bool) or
@@ -249,12 +250,12 @@ class Graph:
 
     def to_dot(self) -> str | None:
         """Graphviz DOT text of the last compiled graph (fused groups outlined)."""
-        from dualflow.graph.dot import to_dot
+        from dualflow.graph.ir.dot import to_dot
         return to_dot(self._last.exe.graph) if self._last else None
 
     def save_dot(self, path: str) -> str:
         """Write the last compiled graph as .dot, or render .svg/.png/.pdf with Graphviz."""
-        from dualflow.graph.dot import save_dot
+        from dualflow.graph.ir.dot import save_dot
         if self._last is None:
             raise RuntimeError(f"{type(self).__name__} has not been compiled yet: call it first")
         return save_dot(self._last.exe.graph, path)

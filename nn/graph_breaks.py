@@ -19,7 +19,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from dualflow.graph.tracer import TraceError
+from dualflow.graph.capture.tracer import TraceError
 from dualflow.mode import GRAPH, mode
 
 

@@ -9,20 +9,20 @@ cannot be traced runs eagerly instead (a graph break, `graph_breaks.py`).
 from __future__ import annotations
 
 from dualflow.eager import engine
-from dualflow.graph import autograph
-from dualflow.graph.call_flags import checkpoint_scopes, is_checkpointed
-from dualflow.graph.compiled_call import CompiledCall
-from dualflow.graph.compiler import compile_graph
-from dualflow.graph.memory import aliases_input
+from dualflow.graph.capture import autograph
+from dualflow.graph.capture.call_flags import checkpoint_scopes, is_checkpointed
+from dualflow.graph.capture.compiled_call import CompiledCall
+from dualflow.graph.backend.compiler import compile_graph
+from dualflow.graph.backend.memory import aliases_input
 from dualflow.graph.passes.checkpoint import checkpoint_pass
 from dualflow.graph.passes.cse import cse
 from dualflow.graph.passes.decompose import decompose
 from dualflow.graph.passes.recompute import recompute
 from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
-from dualflow.graph.retrace import leaf_names
-from dualflow.graph.split import split_forward_backward
-from dualflow.graph.trace import Trace, explain_change, scope_names, signature
-from dualflow.graph.tracer import TraceError, tracing
+from dualflow.graph.capture.retrace import leaf_names
+from dualflow.graph.passes.split import split_forward_backward
+from dualflow.graph.capture.call_trace import Trace, explain_change, scope_names, signature
+from dualflow.graph.capture.tracer import TraceError, tracing
 from dualflow.ops import dispatch
 from dualflow.tensor import Tensor
 
@@ -33,7 +33,7 @@ from .module import tree_version
 
 def traced_call(module, args: tuple, kwargs: dict):
     """A module call inside a trace: its `forward` with Python control flow on tensors
-    converted to structured ops (`graph/autograph.py`), between its hooks."""
+    converted to structured ops (`graph/capture/autograph.py`), between its hooks."""
     forward = autograph.convert(module.forward)
     if not (module._forward_pre_hooks or module._forward_hooks):
         return forward(*args, **kwargs)

@@ -1,15 +1,15 @@
 """`flow.graph.save(module, path, optimizer)` / `flow.graph.load(module, path, optimizer)`: the
 compiled calls of a GRAPH-mode module (forward-only and joint forward/backward entries) and,
-with an optimizer, its compiled GRAPH-mode steps (`graph/optim_step.py`), so a restarted
+with an optimizer, its compiled GRAPH-mode steps (`graph/capture/optim_step.py`), so a restarted
 training loop under `flow.set_mode(flow.GRAPH)` replays from its first step. The file format,
 the checks and the order (check everything, then load state, then install) are those of
 `nn.Graph.save` (`graph_save.py`).
 """
 from __future__ import annotations
 
-from dualflow.graph import optim_step, saved
-from dualflow.graph.compiled_call import CompiledCall
-from dualflow.graph.serialize import Decoder, Encoder, SerializeError
+from dualflow.graph.capture import optim_step, saved
+from dualflow.graph.capture.compiled_call import CompiledCall
+from dualflow.graph.ir.serialize import Decoder, Encoder, SerializeError
 from dualflow.tensor import Tensor
 
 from .compiled import CompiledModule

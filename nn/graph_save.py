@@ -1,8 +1,8 @@
 """Saving and loading compiled graphs: `nn.Graph.save` / `load`, and the pieces GRAPH-mode
 modules' `flow.graph.save` / `load` (`graph_mode_save.py`) share with them.
 
-A file (`graph/saved.py`) holds every compiled entry of the call's cache — its optimised IR
-(`graph/serialize.py`), its output tree, and its cache key in portable form (each tensor
+A file (`graph/capture/saved.py`) holds every compiled entry of the call's cache — its optimised IR
+(`graph/ir/serialize.py`), its output tree, and its cache key in portable form (each tensor
 argument's shape, strides, dtype and requires_grad, the argument structure, train/eval flags,
 grad mode, autocast) — plus the model's and optimizers' state dicts and a description of the
 module tree (module names and classes, parameter and buffer names, shapes and dtypes, the plain
@@ -20,10 +20,10 @@ import copy
 
 import numpy as np
 
-from dualflow.graph import saved
-from dualflow.graph.optim_step import hyper_parameters
-from dualflow.graph.serialize import Decoder, Encoder, SerializeError, bind, encode_type
-from dualflow.graph.trace import scope_names
+from dualflow.graph.capture import saved
+from dualflow.graph.capture.optim_step import hyper_parameters
+from dualflow.graph.ir.serialize import Decoder, Encoder, SerializeError, bind, encode_type
+from dualflow.graph.capture.call_trace import scope_names
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 

@@ -12,7 +12,7 @@ import pytest
 import dualflow as flow
 from dualflow import nn
 from dualflow.eager import engine
-from dualflow.graph.executable import Executable
+from dualflow.graph.backend.executable import Executable
 from dualflow.ops import dispatch
 from dualflow.profiler import ProfilerAction, profile, record_function, schedule
 from tests.graph.test_nn_graph import Infer, _mlp

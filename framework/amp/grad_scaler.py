@@ -5,7 +5,7 @@ gradient with it. `unscale_` divides the gradients back (by multiplying with the
 reciprocal of the scale, as PyTorch) and records whether any is inf or nan; `step` then runs the
 optimizer only if none was, and `update` halves the scale after an overflow or doubles it after
 `growth_interval` clean steps in a row. The hyper-parameters and their checks are `ScaleRule`,
-which compiled graphs' scaler (graph/amp.py) shares; there the same rule is traced into the step.
+which compiled graphs' scaler (graph/capture/amp_scaler.py) shares; there the same rule is traced into the step.
 """
 from __future__ import annotations
 

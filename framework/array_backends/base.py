@@ -20,8 +20,8 @@ class Backend:
     indexed: bool = False           # devices carry an index (`cuda:1`); else the index is None
     fused_codegen: str | None = "numpy"
     """How compiled graphs run a fused elementwise body: "numpy" (generated Python over `xp`'s
-    ufuncs with `out=`, graph/elementwise_cpu.py: any NumPy-like `xp`), "cuda" (one generated C
-    kernel, graph/elementwise_cuda.py: needs `xp.ElementwiseKernel`). The op facts these read
+    ufuncs with `out=`, graph/backend/elementwise_cpu.py: any NumPy-like `xp`), "cuda" (one generated C
+    kernel, graph/backend/elementwise_cuda.py: needs `xp.ElementwiseKernel`). The op facts these read
     are the OpDef's `cpu=` and `cuda=`."""
     deterministic: bool = True
     """Whether every kernel gives bit-identical results from run to run. False where some

@@ -2,7 +2,7 @@
 
 In eager mode each runs the user's Python functions, so autograd records what ran (and
 `create_graph` works through them). While a graph is traced, each becomes one node holding the
-traced functions as regions (graph/regions.py): a tracer offers `trace_regions`, which is all
+traced functions as regions (graph/ir/regions.py): a tracer offers `trace_regions`, which is all
 this file asks of the graph layer. Outer tensors a function reads are captured as extra inputs
 of the node, so gradients reach them like any other input.
 

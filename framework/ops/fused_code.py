@@ -1,7 +1,7 @@
 """What an elementwise op contributes to fused kernels: its NumPy line and its CUDA expression.
 
-Graph mode fuses chains of elementwise ops into one generated function (graph/elementwise_cpu.py,
-NumPy) or one CuPy ElementwiseKernel (graph/elementwise_cuda.py). Each op says how it is written
+Graph mode fuses chains of elementwise ops into one generated function (graph/backend/elementwise_cpu.py,
+NumPy) or one CuPy ElementwiseKernel (graph/backend/elementwise_cuda.py). Each op says how it is written
 there, in its `OpDef` (`cpu=`, `cuda=`), with the helpers below; this module is data and string
 building only, so the op layer states these facts without importing the graph layer.
 

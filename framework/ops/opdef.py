@@ -19,7 +19,7 @@ AMP_POLICIES = (None, "low", "float32")
 
 class TensorType:
     """The static facts of a tensor: what shape rules take and return, and what IR values carry.
-    A dimension is an int or, while tracing dynamic axes, a symbolic size (graph/symbolic.py:
+    A dimension is an int or, while tracing dynamic axes, a symbolic size (graph/ir/symbolic.py:
     `f32[s0,64]`, `f32[s0*s1,16]`), which behaves like an int in shape rules."""
     __slots__ = ("shape", "dtype", "device")
 

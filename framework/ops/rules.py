@@ -26,7 +26,7 @@ def broadcast_shapes(*shapes, op: str = "broadcast") -> tuple:
 
 
 def as_size(n):
-    """`operator.index(n)`, except that a symbolic size (graph/symbolic.py, traced with dynamic
+    """`operator.index(n)`, except that a symbolic size (graph/ir/symbolic.py, traced with dynamic
     axes) stays symbolic instead of being read as its trace-time value."""
     return n if getattr(n, "is_symbolic", False) else operator.index(n)
 

@@ -1,5 +1,5 @@
 """Creation ops whose sizes are attributes: what `zeros`/`ones`/`full`/`empty` and `arange` become
-while a trace has symbolic sizes (dynamic axes, graph/symbolic.py), so that a compiled graph makes
+while a trace has symbolic sizes (dynamic axes, graph/ir/symbolic.py), so that a compiled graph makes
 them at each call's sizes. With plain sizes, tensors made while tracing stay graph constants.
 """
 from __future__ import annotations

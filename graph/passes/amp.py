@@ -1,4 +1,4 @@
-"""Mixed precision (autocast) as a pass; the policy and the scaler are described in graph/amp.py.
+"""Mixed precision (autocast) as a pass; the policy and the scaler are described in graph/capture/amp_scaler.py.
 
 Forward and backward matmuls/convolutions alike get float16 inputs and a float32 result. A
 float16 cast of a view (`w.T`) is made on the viewed value and viewed again, so the forward and
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dualflow import dtype as dt
 from dualflow.ops.shape import permute_op, reshape_op
 
-from ..ir import Graph
+from ..ir.core import Graph
 from .rewrite import emit, remap_outputs, rewire
 
 _VIEWS = (permute_op, reshape_op)   # views that only rearrange: they commute with a cast

@@ -12,7 +12,7 @@ block's residual stream is kept too (`_stream`), so recomputation runs segment b
 """
 from __future__ import annotations
 
-from ..ir import Graph, Node
+from ..ir.core import Graph, Node
 
 
 def in_scope(scope: str, prefix: str) -> bool:

@@ -3,7 +3,7 @@ same attrs) reuses the earlier result. Small constants with equal contents are m
 `x * 0.9` written twice reads one constant. Random ops are impure and never merged."""
 from __future__ import annotations
 
-from ..ir import Graph
+from ..ir.core import Graph
 from .rewrite import ANY, remap_outputs, rewrite
 
 _MAX_CONST_ELEMENTS = 64

@@ -8,7 +8,7 @@ inputs' producers without readers in turn (a worklist, linear in the graph).
 """
 from __future__ import annotations
 
-from ..ir import Graph
+from ..ir.core import Graph
 
 
 def dce(graph: Graph) -> Graph:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from dualflow.ops.opdef import TensorType
 
-from ..ir import Graph
+from ..ir.core import Graph
 from .rewrite import Rewriter, rewrite
 
 

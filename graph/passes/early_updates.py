@@ -15,8 +15,7 @@ impure nodes (random draws) never move, and graphs without state updates are lef
 """
 from __future__ import annotations
 
-from ..ir import Graph
-
+from ..ir.core import Graph
 
 MAX_STATES_PER_NODE = 4   # a parameter and up to three optimizer buffers (Adam: m, v, step)
 

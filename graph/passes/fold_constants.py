@@ -6,8 +6,8 @@ nodes whose sizes are symbolic (a gradient broadcast to the batch size): folding
 traced size into a graph compiled for every size."""
 from __future__ import annotations
 
-from ..ir import Graph
-from ..symbolic import is_symbolic
+from ..ir.core import Graph
+from ..ir.symbolic import is_symbolic
 from .rewrite import ANY, Rewriter, rewrite
 
 MAX_ELEMENTS = 1 << 16

@@ -1,5 +1,5 @@
 """Elementwise fusion: elementwise ops whose intermediates are read only inside the group become
-one `fused_elementwise` node, run as one kernel (graph/fused.py).
+one `fused_elementwise` node, run as one kernel (graph/ir/fused.py).
 
 A group has one result (its root, the last node); every other member's value is read by members
 only (and is no graph output), so the fused node takes the root's place and its output Value and
@@ -8,9 +8,9 @@ before them, and nothing outside the group reads them.
 """
 from __future__ import annotations
 
-from ..elementwise_cpu import CHUNK_MIN, SPECIAL, template_for
-from ..fused import FUSED_ELEMENTWISE, body_of
-from ..ir import Graph, Node
+from ..ir import fused
+from ..ir.core import Graph, Node
+from ..ir.fused import FUSED_ELEMENTWISE, SPECIAL, body_of, template_for
 from .rewrite import ANY, Rewriter, rewrite
 
 
@@ -66,10 +66,10 @@ def groups(graph: Graph) -> dict:
 def _worth_alone(node: Node) -> bool:
     """Single ops that still run better as a fused kernel: those the fused code implements
     better than their kernel (`where`), and big ones whose kernel makes several temporaries
-    (erf, gelu), which the fused kernel runs block by block (graph/elementwise_cpu.py)."""
+    (erf, gelu), which the fused kernel runs block by block (graph/backend/elementwise_cpu.py)."""
     if node.op.name in SPECIAL:
         return True
-    return node.outputs[0].type.numel() >= CHUNK_MIN and not node.op.out_arg and \
+    return node.outputs[0].type.numel() >= fused.CHUNK_MIN and not node.op.out_arg and \
         template_for(node.op, node.outputs[0].type, [v.type for v in node.inputs]) is None
 
 

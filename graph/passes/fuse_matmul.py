@@ -11,9 +11,16 @@ array, which the product (written first) could not.
 """
 from __future__ import annotations
 
-from ..fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step, body_of, scalar_of
-from ..ir import Graph, Node
-from ..symbolic import is_symbolic
+from ..ir.core import Graph, Node
+from ..ir.fused import (
+    FUSED_ELEMENTWISE,
+    FUSED_MATMUL,
+    FusedBody,
+    Step,
+    body_of,
+    scalar_of,
+)
+from ..ir.symbolic import is_symbolic
 from .fuse_elementwise import fusible
 from .rewrite import ANY, Rewriter, rewrite
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import itertools
 
-from ..fused import is_fused
-from ..ir import Graph
+from ..ir.core import Graph
+from ..ir.fused import is_fused
 from .checkpoint import recompute_for_backward
 
 CHEAP_OPS = frozenset({"mul"})

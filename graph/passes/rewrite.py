@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..ir import Graph, Node, Value
+from ..ir.core import Graph, Node, Value
 
 ANY = "*"
 Rule = Callable[["Rewriter", Node], "Value | tuple | Node | None"]

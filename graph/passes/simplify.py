@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import Graph
+from ..ir.core import Graph
 from .rewrite import Rewriter, rewrite
 
 _SMALL = 64

@@ -1,5 +1,5 @@
 """Python `if`/`while`/`for` on tensors in `forward`/`build`, converted to cond / while_loop
-(graph/autograph.py): compiled results equal eager ones (values and gradients, float64, within
+(graph/capture/autograph.py): compiled results equal eager ones (values and gradients, float64, within
 1e-10) in nn.Graph and set_mode(GRAPH); break/continue/return; Python conditions unchanged;
 what cannot be compiled names the user's line."""
 import numpy as np
@@ -7,7 +7,8 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph import TraceError, autograph
+from dualflow.graph import TraceError
+from dualflow.graph.capture import autograph
 
 F64 = flow.float64
 

@@ -8,7 +8,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph.amp import GradScaler
+from dualflow.graph.capture.amp_scaler import GradScaler
 
 from .models import make
 from .test_mode_parity import TrainGraph

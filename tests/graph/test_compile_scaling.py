@@ -5,8 +5,8 @@ import numpy as np
 
 import dualflow as flow
 from benchmarks import compile_scaling
-from dualflow.graph import elementwise_cpu, fused
-from dualflow.graph.fused import FusedBody, Step
+from dualflow.graph.ir import fused
+from dualflow.graph.ir.fused import FusedBody, Step
 from dualflow.ops import REGISTRY
 from dualflow.ops.opdef import TensorType
 
@@ -15,9 +15,9 @@ def _kernels_compiled(monkeypatch, layers: int) -> int:
     """How many fused kernels compiling a `layers`-deep MLP training step generates."""
     monkeypatch.setattr(fused, "_KERNELS", {})
     made = []
-    real = elementwise_cpu.compile_body
-    monkeypatch.setattr(elementwise_cpu, "compile_body",
-                        lambda *a: made.append(a[0]) or real(*a))
+    real, settings = fused.BODY_COMPILERS["numpy"]
+    monkeypatch.setitem(fused.BODY_COMPILERS, "numpy",
+                        (lambda *a: made.append(a[0]) or real(*a), settings))
     row = compile_scaling.measure(layers)
     assert row["nodes_traced"] > 15 * layers
     return len(made)

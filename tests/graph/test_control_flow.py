@@ -366,7 +366,7 @@ def test_random_nested_programs_agree_between_eager_and_graph(prog, seed):
 def test_the_dot_view_draws_regions_as_clusters_with_declared_nodes():
     import re
 
-    from dualflow.graph.dot import to_dot
+    from dualflow.graph.ir.dot import to_dot
     step = Step(Loss(_nested, (3, 3)))
     step(flow.tensor(_x(5, 3)))
     text = to_dot(step.ir)

@@ -10,8 +10,8 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph.call_flags import cache_info, graph_cache
-from dualflow.graph.symbolic import ShapeEnv, SymInt, recording
+from dualflow.graph.capture.call_flags import cache_info, graph_cache
+from dualflow.graph.ir.symbolic import ShapeEnv, SymInt, recording
 
 from .models import MODELS, make
 
@@ -284,7 +284,7 @@ def test_many_lengths_replay_one_graph_without_cache_warnings(recwarn):
 
 
 def test_size_expressions_round_trip_as_data():
-    from dualflow.graph.symbolic import SymFloat, evaluate, from_data, to_data
+    from dualflow.graph.ir.symbolic import SymFloat, evaluate, from_data, to_data
     s0, s1 = SymInt.symbol("s0", 8), SymInt.symbol("s1", 5)
     for x in (s0 * 64, s1 - 1, s0 * s1, s0 * 3 // 2, (s0 * 3) % 4 + s1, 0.1 * s0 / (s0 - 1)):
         back = from_data(to_data(x))

@@ -10,7 +10,7 @@ import numpy as np
 import dualflow as flow
 from dualflow import nn
 from dualflow.graph import interpret
-from dualflow.graph.fused import FUSED_MATMUL, product_as
+from dualflow.graph.ir.fused import FUSED_MATMUL, product_as
 
 
 class _Block(nn.Graph):

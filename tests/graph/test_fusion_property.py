@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 import dualflow as flow
 from dualflow.graph import Trace, compile_graph
-from dualflow.graph import elementwise_cpu
-from dualflow.graph.elementwise_cuda import kernel_source
-from dualflow.graph.fused import FUSED_ELEMENTWISE, body_of
+from dualflow.graph.backend.elementwise_cuda import kernel_source
+from dualflow.graph.ir import fused
+from dualflow.graph.ir.fused import FUSED_ELEMENTWISE, body_of
 from dualflow.ops import REGISTRY
 from dualflow.ops.fused_code import CpuTemplate
 from dualflow.ops.opdef import TensorType, infer_type
@@ -151,7 +151,7 @@ def test_ufunc_templates_match_kernels(name):
         attrs = {"cast": {"dtype": flow.float64}, "broadcast_to": {"shape": (3, 4)}}.get(name, {})
         types = [TensorType(a.shape, dtype) for a in arrays]
         out_t = infer_type(op, tuple(types), attrs)
-        if elementwise_cpu.template_for(op, out_t, types) is None:
+        if fused.template_for(op, out_t, types) is None:
             continue
         try:
             want = np.asarray(op.kernel(np, *arrays, **attrs))
@@ -173,7 +173,7 @@ def _vals(types):
 
 
 def _node(op, types, attrs, out_t):
-    from dualflow.graph.ir import Node
+    from dualflow.graph.ir.core import Node
     return Node(op, _vals(types), attrs, [_V(99, out_t)])
 
 
@@ -183,7 +183,7 @@ def test_big_bodies_run_blockwise_with_identical_results(monkeypatch):
     fn = lambda x, b: flow.nn.functional.gelu(flow.relu(x * 2 + b)) - x   # noqa: E731
     blocked = _compiled(fn, [x, b], [])
     assert "for lo in range" in _fused_sources(blocked)
-    monkeypatch.setattr(elementwise_cpu, "CHUNK_MIN", 1 << 40)
+    monkeypatch.setattr(fused, "CHUNK_MIN", 1 << 40)
     whole = _compiled(fn, [x, b], [])
     assert "for lo in range" not in _fused_sources(whole)
     np.testing.assert_array_equal(blocked([x, b])[0], whole([x, b])[0])

@@ -7,7 +7,7 @@ import numpy as np
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph.call_flags import graph_cache
+from dualflow.graph.capture.call_flags import graph_cache
 
 
 def _train(mode: str, steps: int = 3):

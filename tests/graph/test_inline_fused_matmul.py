@@ -10,7 +10,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph import emit
+from dualflow.graph.backend import emit
 
 
 class _Run(nn.Graph):

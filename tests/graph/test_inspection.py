@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 import dualflow as flow
-from dualflow.graph import dot
+from dualflow.graph.ir import dot
 from dualflow.graph.passes import DEFAULT_PASSES
 
 from .models import make

@@ -7,7 +7,7 @@ import pytest
 import dualflow as flow
 from dualflow import nn
 from dualflow.graph import Trace, compile_graph
-from dualflow.graph.memory import plan_memory
+from dualflow.graph.backend.memory import plan_memory
 
 from .step_memory import step_peak_bytes
 from .models import make
@@ -92,7 +92,7 @@ def test_fused_kernels_take_their_scratch_from_the_persistent_set():
 
 
 def test_a_reentrant_call_gets_its_own_slot_set():
-    from dualflow.graph import codegen
+    from dualflow.graph.backend import codegen
     x, w = flow.randn(8, 16), flow.randn(16, 16)
     exe, _ = _compile(lambda x, w: flow.relu(flow.relu(x @ w) @ w) @ w, x, w)
     sets = exe._fn.__globals__["_free_sets"]
@@ -127,7 +127,7 @@ def test_optimizer_updates_run_in_place_in_the_parameters():
 
 def test_backward_graph_frees_residuals_at_their_last_use():
     model, x, _ = make("mlp", flow.float32)
-    from dualflow.graph.call_flags import graph_cache
+    from dualflow.graph.capture.call_flags import graph_cache
     with flow.mode(flow.GRAPH):
         model(x).sum().backward()
     (entry,) = graph_cache(model).values()
@@ -174,8 +174,8 @@ def test_graph_mode_residuals_are_released_after_backward_unless_retained():
 def test_every_kernel_that_returns_an_input_view_is_known_to_the_planner():
     """The planner may overwrite a dying value in place; it must know which results share
     memory with an input. Checked on every registry sample."""
-    from dualflow.graph.ir import Node, Value
-    from dualflow.graph.memory import aliases_input
+    from dualflow.graph.ir.core import Node, Value
+    from dualflow.graph.backend.memory import aliases_input
     from dualflow.ops import REGISTRY
     from dualflow.ops.opdef import infer_type
 

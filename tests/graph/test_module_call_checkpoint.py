@@ -6,7 +6,7 @@ import pytest
 import dualflow as flow
 import dualflow.nn.graph_mode as graph_mode
 from dualflow import nn
-from dualflow.graph.call_flags import activation_checkpointing, graph_cache
+from dualflow.graph.capture.call_flags import activation_checkpointing, graph_cache
 
 from .models import make
 

@@ -60,7 +60,7 @@ def test_retracing_warns():
 
 
 def test_python_if_on_a_traced_tensor_compiles_to_a_cond():
-    class Signs(nn.Graph):   # converted by graph/autograph.py (tests/graph/test_autograph.py)
+    class Signs(nn.Graph):   # converted by graph/capture/autograph.py (tests/graph/test_autograph.py)
         def build(self, x):
             if x.sum() > 0:
                 return x

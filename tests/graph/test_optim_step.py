@@ -4,7 +4,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph.optim_step import cache_info
+from dualflow.graph.capture.optim_step import cache_info
 
 OPTIMIZERS = {
     "sgd": lambda ps: flow.optim.SGD(ps, lr=0.05),

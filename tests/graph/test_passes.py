@@ -5,7 +5,7 @@ import pytest
 
 import dualflow as flow
 from dualflow.graph import Trace, compile_graph, interpret
-from dualflow.graph.fused import FUSED_ELEMENTWISE, FUSED_MATMUL
+from dualflow.graph.ir.fused import FUSED_ELEMENTWISE, FUSED_MATMUL
 from dualflow.graph.passes import DEFAULT_PASSES, known_names, run_passes
 from dualflow.graph.passes.cse import cse
 from dualflow.graph.passes.dce import dce
@@ -198,7 +198,7 @@ def test_every_pass_keeps_models_valid_and_equal(name):
 
 def _copy(graph):
     """A structural copy (passes rewrite nodes in place)."""
-    from dualflow.graph.ir import Graph, Node
+    from dualflow.graph.ir.core import Graph, Node
     g = Graph(graph.name)
     g.inputs, g.params, g.consts = list(graph.inputs), list(graph.params), list(graph.consts)
     g._next_id = graph._next_id

@@ -6,7 +6,7 @@ import pytest
 
 import dualflow as flow
 from dualflow.graph import interpret
-from dualflow.graph.ir import Node, Uses
+from dualflow.graph.ir.core import Node, Uses
 from dualflow.graph.passes import DEFAULT_PASSES
 from dualflow.graph.passes.dce import dce
 from dualflow.graph.passes.rewrite import ANY, rewrite

@@ -13,9 +13,10 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.graph import SerializeError, Trace, compile_graph, optim_step, saved
-from dualflow.graph.ir import Graph as IRGraph
-from dualflow.graph.serialize import Decoder, Encoder, bind
+from dualflow.graph import SerializeError, Trace, compile_graph
+from dualflow.graph.capture import optim_step, saved
+from dualflow.graph.ir.core import Graph as IRGraph
+from dualflow.graph.ir.serialize import Decoder, Encoder, bind
 from dualflow.ops.index import Span
 from dualflow.ops.opdef import REGISTRY, TensorType
 
@@ -58,7 +59,7 @@ def test_attr_values_round_trip_with_their_types(value):
 
 
 def test_size_expressions_round_trip_and_foreign_code_is_refused():
-    from dualflow.graph.symbolic import SymFloat, SymInt, evaluate
+    from dualflow.graph.ir.symbolic import SymFloat, SymInt, evaluate
     n = SymInt.symbol("s0", 6)
     for value in (n * 64, n - 1, n // 4 + 2, (n, 3), SymFloat.of(n) / (n - 1)):
         got = _roundtrip(value)
@@ -133,7 +134,7 @@ def _no_tracing(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a loaded graph traced or ran passes")
     monkeypatch.setattr(Trace, "__enter__", refuse)
-    monkeypatch.setattr("dualflow.graph.compiler.run_passes", refuse)
+    monkeypatch.setattr("dualflow.graph.backend.compiler.run_passes", refuse)
 
 
 def _fresh(name="mlp", scale=0.0):

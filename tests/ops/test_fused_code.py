@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import dualflow as flow
-from dualflow.graph.elementwise_cuda import kernel_source
-from dualflow.graph.fused import FusedBody, Step
+from dualflow.graph.backend.elementwise_cuda import kernel_source
+from dualflow.graph.ir.fused import FusedBody, Step
 from dualflow.ops import REGISTRY
 from dualflow.dtype import from_numpy_dtype
 from dualflow.ops.fused_code import by_kernel

@@ -2,7 +2,7 @@
 a backward graph that starts from those saved values (the residuals) and the output gradients."""
 from __future__ import annotations
 
-from .ir import Graph
+from ..ir.core import Graph
 
 
 def _sub_graph(name: str, inputs: list, nodes: list, outputs: list, state_updates: list,

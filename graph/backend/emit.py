@@ -12,11 +12,10 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-
 from dualflow.ops.constants import zeros_view
 
+from ..ir.fused import FUSED_ELEMENTWISE, FUSED_MATMUL, product_as
 from .elementwise_cpu import fill_template, kernel_call, template_for
-from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL, product_as
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))   # the product lands in `out` as is
 

@@ -1,6 +1,6 @@
 """Which input axes a compiled call traces as symbols, and the graphs compiled with them.
 
-An axis becomes symbolic (a size symbol of `graph/symbolic.py` instead of its size):
+An axis becomes symbolic (a size symbol of `graph/ir/symbolic.py` instead of its size):
 
 * explicitly: `flow.graph.mark_dynamic(tensor, dim)` on an argument, `nn.Graph(dynamic=...)`
   (build's argument names, or True: every axis of every argument);
@@ -24,11 +24,10 @@ import threading
 import weakref
 
 import numpy as np
-
 from dualflow.utils.pytree import flatten_args
 
-from .symbolic import ShapeEnv, recording
-from .symbolic_exec import UnboundSymbols
+from ..backend.symbolic_exec import UnboundSymbols
+from ..ir.symbolic import ShapeEnv, recording
 
 _marks: dict = {}   # id(tensor) -> (weakref to it, {dim: symbol name or None})
 _automatic = [True]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dualflow.ops.fused_code import by_kernel
 
+from ..ir.fused import BODY_COMPILERS
+
 _CTYPE = {"float16": "float", "float32": "float", "float64": "double", "int8": "signed char",
           "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
           "bool": "bool"}
@@ -76,3 +78,6 @@ def compile_body(body, xp, alias: int | None):
         return kernel(*inputs, out)
     fused.source = "\n".join(src)
     return fused
+
+
+BODY_COMPILERS["cuda"] = (compile_body, tuple)

@@ -7,7 +7,6 @@ expressions, so on load they are parsed (names, numbers, arithmetic), never eval
 from __future__ import annotations
 
 import numpy as np
-
 from dualflow.device import Device
 from dualflow.dtype import DType, to_dtype
 from dualflow.ops.opdef import TensorType

@@ -23,8 +23,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..ir.core import Graph
 from . import emit
-from .ir import Graph
 from .memory import MemoryPlan, last_uses, nbytes
 
 _counter = itertools.count()

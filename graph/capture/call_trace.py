@@ -4,7 +4,6 @@ from __future__ import annotations
 import random
 
 import numpy as np
-
 from dualflow.amp import autocast_state
 from dualflow.mode import GRAPH, mode
 from dualflow.ops import dispatch
@@ -13,11 +12,11 @@ from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 from dualflow.utils.pytree import flatten
 
+from ..ir.core import Graph
+from ..ir.symbolic import SymInt, active_env
 from .dynamic import take_pending
-from .ir import Graph
 from .retrace import describe_leaf_change
-from .symbolic import SymInt, active_env
-from .tracer import TraceError, TracedTensor, Tracer
+from .tracer import TracedTensor, TraceError, Tracer
 
 
 def signature(leaves: list, extra=()) -> tuple:
@@ -82,7 +81,7 @@ class Trace:
         other values pass through unchanged). Each keeps its tensor's layout, so `contiguous()`
         and `reshape` copy or view as they would in eager mode (the layout is in the key)."""
         out = []
-        symbolic = take_pending()   # {position: {dim: symbol}} (graph/dynamic.py)
+        symbolic = take_pending()   # {position: {dim: symbol}} (graph/capture/dynamic.py)
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
                 shape = a.shape if i not in symbolic else tuple(

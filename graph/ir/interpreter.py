@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph
+from .core import Graph
 
 
 def interpret(graph: Graph, inputs: list, xp=np) -> tuple[list, list]:

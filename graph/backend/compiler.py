@@ -12,11 +12,12 @@ import time
 
 import numpy as np
 
+from ..ir.core import Graph
+from ..ir.fused import is_fused
+from ..ir.regions import Region
+from ..passes import configured_passes, run_passes
 from .executable import Executable
-from .fused import is_fused
-from .ir import Graph
 from .memory import plan_memory
-from .passes import configured_passes, run_passes
 from .symbolic_exec import SymbolicExecutable, graph_is_symbolic
 
 
@@ -98,3 +99,15 @@ def _plan(graph: Graph, disabled: set):
 def _executable(graph: Graph, plan, config) -> Executable:
     return Executable(graph, graph_xp(graph), plan,
                       overflow_expected=getattr(config, "grad_scaler", None) is not None)
+
+
+def _compile_region(graph: Graph, xp) -> Executable:
+    """A region's code for `xp`: an optimised copy of its graph (the original stays
+    replayable by the VJPs)."""
+    exe, _ = compile_graph(graph.copy())
+    if exe.xp is not xp:
+        exe = Executable(exe.graph, xp, exe.plan)
+    return exe
+
+
+Region.compiler = _compile_region

@@ -25,7 +25,7 @@ class CompiledCall(GraphCache):
     def __init__(self, name: str, capacity: int | None = None, warn_after: int = 8):
         super().__init__(name, capacity, warn_after)
         self.warmed: set = set()   # keys whose warm-up call has run
-        self.dynamic = DynamicShapes()   # axes traced as symbols (graph/dynamic.py)
+        self.dynamic = DynamicShapes()   # axes traced as symbols (graph/capture/dynamic.py)
 
     def miss(self, key, run_args: tuple, compile: Callable, *, snapshot: Callable | None = None,
              warm_up: Callable | None = None, reason: Callable | None = None):

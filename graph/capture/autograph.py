@@ -23,9 +23,26 @@ import types
 from typing import Callable
 
 from . import autograph_runtime
-from .autograph_lower import (LOOPS, RET, BreakLowering, assign, is_range_loop, lower_returns,
-                              name, runtime_call, terminates)
-from .autograph_names import bound, declared, has, loop_exits, read, side_effect, walk_scope
+from .autograph_lower import (
+    LOOPS,
+    RET,
+    BreakLowering,
+    assign,
+    is_range_loop,
+    lower_returns,
+    name,
+    runtime_call,
+    terminates,
+)
+from .autograph_names import (
+    bound,
+    declared,
+    has,
+    loop_exits,
+    read,
+    side_effect,
+    walk_scope,
+)
 from .tracer import tracing
 
 _cache: dict = {}    # code object -> the converted code object, or None (used as it is)

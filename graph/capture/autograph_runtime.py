@@ -1,4 +1,4 @@
-"""What converted code calls at run time (`graph/autograph.py` writes the calls).
+"""What converted code calls at run time (`graph/capture/autograph.py` writes the calls).
 
 Each converted `if`/`while`/`for ... in range(...)` hands its branches or body over as functions
 of the variables it changes. Whether it becomes a structured op is decided here, per run: a
@@ -14,7 +14,7 @@ import math
 
 from dualflow.tensor import Tensor
 
-from .tracer import TraceError, TracedTensor
+from .tracer import TracedTensor, TraceError
 
 
 class Undefined:

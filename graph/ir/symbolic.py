@@ -18,7 +18,7 @@ import dataclasses
 import keyword
 import threading
 
-from .tracer import user_source
+from .source import user_source
 
 SYMBOL_MIN = 2   # sizes below this specialise; every symbol is known to be at least this
 
@@ -523,7 +523,7 @@ def _fields(x) -> list:
     return [getattr(x, f.name) for f in dataclasses.fields(x)]
 
 
-# ---- as data (saved graphs, graph/serialize.py) -----------------------------------------------
+# ---- as data (saved graphs, graph/ir/serialize.py) -----------------------------------------------
 def to_data(x) -> dict:
     """A SymInt or SymFloat as JSON-able data: its expression as printed (`s0*64`, `(s0*3)//(2)`,
     `((0.1 * (s0*36)) / (s0*36 - 1))`) and its hint; `from_data` reads it back."""

@@ -17,15 +17,14 @@ from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
-
 from dualflow.ops.dispatch import error_type
 from dualflow.ops.opdef import TensorType
 
+from ..ir.core import Graph
+from ..ir.fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step
+from ..ir.symbolic import SymInt, evaluate, is_symbolic
 from .executable import GraphRuntimeError
-from .fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step
-from .ir import Graph
 from .memory import last_uses
-from .symbolic import SymInt, evaluate, is_symbolic
 
 MAX_BUCKETS = 64
 COMPILE_AFTER = 2   # a size gets its own code on its second call; the first is interpreted
@@ -126,7 +125,7 @@ def _binding_sites(graph: Graph) -> dict:
 
 class UnboundSymbols(ValueError):
     """A compiled graph whose symbols its inputs do not show (a backward graph that sees a
-    length only through `s0 // 2`): the call compiles specialised instead (graph/dynamic.py)."""
+    length only through `s0 // 2`): the call compiles specialised instead (graph/capture/dynamic.py)."""
 
 
 def concretize(graph: Graph, sizes: dict) -> Graph:

@@ -1,4 +1,5 @@
-"""The tracer: an interpreter that appends IR nodes instead of running kernels.
+"""The tracer: an interpreter that appends IR nodes instead of running kernels, and its child
+tracers that turn the functions of control-flow ops into regions.
 
 While it is active (pushed on the dispatcher's interpreter stack) every op call — forward code,
 VJP rules run by `loss.backward()`, optimizer updates — becomes a node. Eager tensors met along
@@ -7,32 +8,16 @@ in-place writes to them become state updates applied after each replay.
 """
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
-
 from dualflow.ops import dispatch
 from dualflow.ops.opdef import TensorType, infer_type
 from dualflow.ops.sized import full_op
 from dualflow.tensor import Tensor
+from dualflow.utils.pytree import flatten
 
-from .ir import Graph
-
-def _internal(frame) -> bool:
-    """A frame of dualflow itself (any of its packages), as opposed to the user's code."""
-    name = frame.f_globals.get("__name__", "")
-    return name == "dualflow" or name.startswith("dualflow.")
-
-
-def user_source(depth: int = 1) -> str:
-    """`file.py:line` of the innermost frame outside dualflow itself: the user's code."""
-    f = sys._getframe(depth)
-    while f is not None and _internal(f):
-        f = f.f_back
-    if f is None:
-        return ""
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+from ..ir.core import Graph
+from ..ir.regions import Region
+from ..ir.source import user_source
 
 
 class TraceError(RuntimeError):
@@ -162,8 +147,7 @@ class Tracer:
 
     def trace_regions(self, fns: list, types: list) -> tuple[list, list]:
         """Trace functions into sub-graphs of this graph (the op layer's control flow asks):
-        see graph/regions.py."""
-        from .regions import trace_regions
+        see `trace_regions` below."""
         return trace_regions(self, fns, types)
 
     def constant(self, value, dtype, device):
@@ -201,3 +185,113 @@ def tracing() -> Tracer | None:
     """The active tracer, if any."""
     interps = dispatch.state.interpreters
     return interps[-1] if interps and isinstance(interps[-1], Tracer) else None
+
+
+# ---- regions: the sub-graphs of control-flow ops (graph/ir/regions.py) ----------------------
+def _type_of(t: Tensor) -> TensorType:
+    if isinstance(t, TracedTensor):
+        return t._value.type
+    return TensorType(t.shape, t.dtype, t.device)
+
+
+class RegionTracer(Tracer):
+    """Traces one function into a region of the graph `parent` is building. Outer tensors it
+    reads become captures; in-place writes to them are refused (a branch or loop body has no
+    state of its own outside the node)."""
+
+    def __init__(self, parent: Tracer, name: str):
+        super().__init__(Graph(name), parent.names)
+        self.parent = parent
+        self.scopes = list(parent.scopes)
+        self.module_names = getattr(parent, "module_names", {})
+        self.backward_error = parent.backward_error
+        self.capture_index: dict = {}   # key -> input Value
+        self.keys: list = []
+        self.captures: list = []
+
+    def value_of(self, x):
+        if isinstance(x, TracedTensor) and x._tracer is self:
+            return x._value
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected a Tensor, got {type(x).__name__}")
+        if isinstance(x, TracedTensor) and not self._encloses(x._tracer):
+            raise TraceError(f"a tensor traced by another graph was used at {user_source()}")
+        key = capture_key(x)
+        v = self.capture_index.get(key)
+        if v is None:
+            v = self.graph.add_input(_type_of(x), f"capture{len(self.keys)}")
+            self.capture_index[key] = v
+            self.keys.append(key)
+            self.captures.append(x)
+        return v
+
+    def _encloses(self, tracer) -> bool:
+        t = self.parent
+        while t is not None:
+            if t is tracer:
+                return True
+            t = getattr(t, "parent", None)
+        return False
+
+    def store(self, target, result) -> None:
+        if isinstance(target, TracedTensor) and target._tracer is self:
+            return Tracer.store(self, target, result)
+        raise TraceError(
+            f"an in-place write to a tensor from outside '{self.graph.name}' at {user_source(3)}: "
+            "a branch or loop body cannot change outer tensors (parameters, buffers, values of "
+            "the enclosing code); return the new value from the function instead")
+
+
+def capture_key(x: Tensor):
+    """What identifies an outer tensor: the IR value it stands for, or the eager tensor."""
+    return ("v", id(x._value)) if isinstance(x, TracedTensor) else ("t", id(x))
+
+
+def trace_regions(parent: Tracer, fns: list, types: list) -> tuple[list, list]:
+    """Trace each `(fn, name)` of `fns` on arguments of `types` into a Region; returns the
+    regions and the outer tensors they capture. Sibling regions (a cond's branches, a loop's
+    condition and body) get one input list: the arguments, then every capture in one order."""
+    regions = [_trace(parent, fn, types, name) for fn, name in fns]
+    order: dict = {}
+    for r in regions:
+        for k, c in zip(r.keys, r.captures):
+            order.setdefault(k, (len(order), c))
+    for r in regions:
+        for k, (_, c) in order.items():
+            if k not in r.keys:
+                _capture_also(r, k, c)
+        caps = sorted(zip(r.keys, r.captures, r.graph.inputs[r.n_args:]),
+                      key=lambda e: order[e[0]][0])
+        r.keys = [k for k, _, _ in caps]
+        r.captures = [c for _, c, _ in caps]
+        r.graph.inputs = r.graph.inputs[:r.n_args] + [v for _, _, v in caps]
+    return regions, [c for _, c in order.values()]
+
+
+def _trace(parent: Tracer, fn, types: list, name: str) -> Region:
+    """Trace `fn` on fresh inputs of `types`. Autograd does not record inside: the owning
+    node's VJP differentiates the region by replaying it."""
+    tracer = RegionTracer(parent, name)
+    tracer.graph._next_id = parent.graph._next_id   # ids unique across levels: readable prints
+    inputs = [tracer.input(t, f"arg{i}") for i, t in enumerate(types)]
+    stack = dispatch.state.interpreters
+    stack.append(tracer)
+    grad_was = dispatch.state.grad_enabled
+    dispatch.state.grad_enabled = False
+    try:
+        result = fn(*inputs)
+    finally:
+        dispatch.state.grad_enabled = grad_was
+        stack.pop()
+    leaves, tree = flatten(result, f"the result of {name}")
+    tracer.graph.outputs = [tracer.value_of(t) for t in leaves]
+    parent.graph._next_id = tracer.graph._next_id
+    return Region(tracer.graph, len(types), tracer.captures, tracer.keys, tree)
+
+
+def _capture_also(region: Region, key, tensor) -> None:
+    """Take `tensor` (captured by a sibling region) as an input of `region` too, so sibling
+    regions share one input list; this region does not read it."""
+    region.graph.add_input(_type_of(tensor), f"capture{len(region.keys)}")
+    region.keys.append(key)
+    region.captures.append(tensor)

@@ -15,12 +15,12 @@ from dualflow.serialization import CheckpointError
 from dualflow.serialization import load as load_checkpoint
 from dualflow.serialization import save as save_checkpoint
 
-from .compiler import graph_xp
-from .executable import Executable
-from .ir import Graph
-from .memory import plan_memory
-from .serialize import SerializeError
-from .symbolic_exec import SymbolicExecutable, graph_is_symbolic
+from ..backend.compiler import graph_xp
+from ..backend.executable import Executable
+from ..backend.memory import plan_memory
+from ..backend.symbolic_exec import SymbolicExecutable, graph_is_symbolic
+from ..ir.core import Graph
+from ..ir.serialize import SerializeError
 
 FORMAT = "dualflow.compiled_graph"
 FORMAT_VERSION = 1

@@ -10,8 +10,8 @@ make them, users never call them):
 
 Their shape rules re-run each step's own rule, so `Graph.verify()` checks a fused node's type
 like any other. Kernels come from `body.function(xp)`, compiled the way `xp`'s backend says
-(`Backend.fused_codegen`): generated NumPy code (elementwise_cpu) or one CUDA ElementwiseKernel
-(elementwise_cuda), cached per body.
+(`Backend.fused_codegen`): generated NumPy code (graph/backend/elementwise_cpu.py) or one
+CUDA ElementwiseKernel (graph/backend/elementwise_cuda.py), cached per body.
 """
 from __future__ import annotations
 
@@ -19,7 +19,51 @@ import math
 from functools import partial
 
 from dualflow.array_backends import backend_for_xp
-from dualflow.ops.opdef import OpDef, TensorType, infer_type
+from dualflow.ops.fused_code import CpuTemplate
+from dualflow.ops.opdef import REGISTRY, OpDef, TensorType, infer_type
+
+#: `Backend.fused_codegen` name -> `(compile_body(body, xp, alias), settings())`. The code
+#: generators of graph/backend register themselves (elementwise_cpu: "numpy", elementwise_cuda:
+#: "cuda"), so the IR does not import the back end that compiles it.
+BODY_COMPILERS: dict = {}
+
+
+def can_write_out(step) -> bool:
+    """Whether the body whose last step is `step` can write into a given buffer."""
+    return type(step.op.cpu) is CpuTemplate or step.op.out_arg
+
+
+_LITERAL = (int, float, bool, str, type(None))
+
+
+def literal(value) -> bool:
+    """Whether repr(value) evaluates back to an equal value (so codegen can inline it)."""
+    if type(value) is tuple:
+        return all(literal(v) for v in value)
+    if type(value) is float:
+        return value == value and value not in (float("inf"), float("-inf"))
+    return type(value) in _LITERAL
+
+
+def template_for(op, out_type, arg_types):
+    """(template, alias_safe) when `op` on these types is a plain ufunc call (its OpDef's `cpu`
+    fact, ops/fused_code.py), else None."""
+    entry = op.cpu
+    if type(entry) is not CpuTemplate or not entry.code or not entry.holds(out_type, arg_types):
+        return None
+    return entry.code, entry.alias_safe
+
+
+def special_lines(op):
+    """The op's statement generator for fused code (`where`), or None."""
+    entry = op.cpu
+    return entry.lines if type(entry) is CpuTemplate else None
+
+
+SPECIAL = {op.name: op.cpu.lines for op in REGISTRY.values() if special_lines(op) is not None}
+
+CHUNK_MIN = 1 << 17      # bodies with at least this many result elements run in row blocks
+CHUNK_TARGET = 1 << 15   # elements per block: the block's buffers stay in the L2 cache
 
 
 class Step:
@@ -96,7 +140,6 @@ class FusedBody:
     @property
     def writes_out(self) -> bool:
         """Whether the generated kernel can write its result into a given `out=` buffer."""
-        from .elementwise_cpu import can_write_out
         return can_write_out(self.steps[-1])
 
     def function(self, xp, alias: int | None = None):
@@ -129,23 +172,17 @@ _MAX_KERNELS = 4096          # oldest dropped first beyond this
 
 
 def _code_key(value) -> tuple:
-    from .elementwise_cpu import literal
     return (type(value).__name__, repr(value)) if literal(value) else ("object", value)
 
 
 def _shared_kernel(body: FusedBody, xp, alias: int | None):
     """The kernel of any earlier body with the same kernel_key, else a freshly compiled one."""
     codegen = backend_for_xp(xp).fused_codegen
-    if codegen == "cuda":  # GPU path: one ElementwiseKernel (untested without a GPU)
-        from .elementwise_cuda import compile_body
-        settings: tuple = ()
-    elif codegen == "numpy":
-        from . import elementwise_cpu
-        from .elementwise_cpu import compile_body
-        settings = (elementwise_cpu.CHUNK_MIN, elementwise_cpu.CHUNK_TARGET)  # block sizes
-    else:
+    if codegen not in BODY_COMPILERS:
         raise ValueError(f"fused elementwise body on {xp.__name__}: unknown fused_codegen "
-                         f"{codegen!r} (expected 'numpy' or 'cuda')")
+                         f"{codegen!r} (expected one of {sorted(BODY_COMPILERS)})")
+    compile_body, settings_of = BODY_COMPILERS[codegen]
+    settings = settings_of()   # e.g. the CPU generator's block sizes: part of the code
     structure = body.kernel_key()
     if structure is None:
         return compile_body(body, xp, alias)

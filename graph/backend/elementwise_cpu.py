@@ -15,23 +15,9 @@ import linecache
 import re
 
 from dualflow.ops.constants import zeros_view
-from dualflow.ops.fused_code import CpuTemplate
-from dualflow.ops.opdef import REGISTRY
 
-
-def template_for(op, out_type, arg_types):
-    """(template, alias_safe) when `op` on these types is a plain ufunc call (its OpDef's `cpu`
-    fact, ops/fused_code.py), else None."""
-    entry = op.cpu
-    if type(entry) is not CpuTemplate or not entry.code or not entry.holds(out_type, arg_types):
-        return None
-    return entry.code, entry.alias_safe
-
-
-def special_lines(op):
-    """The op's statement generator for fused code (`where`), or None."""
-    entry = op.cpu
-    return entry.lines if type(entry) is CpuTemplate else None
+from ..ir import fused
+from ..ir.fused import BODY_COMPILERS, can_write_out, literal, special_lines, template_for
 
 
 def fill_template(template: str, args: list, dest: str | None, zero: str) -> str:
@@ -43,25 +29,7 @@ def fill_template(template: str, args: list, dest: str | None, zero: str) -> str
 
 
 # op name -> statement generator, derived from the OpDefs (for graph/passes/fuse_elementwise.py)
-SPECIAL = {op.name: op.cpu.lines for op in REGISTRY.values() if special_lines(op) is not None}
-
-
-def can_write_out(step) -> bool:
-    """Whether the body whose last step is `step` can write into a given buffer."""
-    return type(step.op.cpu) is CpuTemplate or step.op.out_arg
-
-
 _counter = itertools.count()
-_LITERAL = (int, float, bool, str, type(None))
-
-
-def literal(value) -> bool:
-    """Whether repr(value) evaluates back to an equal value (so codegen can inline it)."""
-    if type(value) is tuple:
-        return all(literal(v) for v in value)
-    if type(value) is float:
-        return value == value and value not in (float("inf"), float("-inf"))
-    return type(value) in _LITERAL
 
 
 def kernel_call(kname: str, args: list, attrs: dict, env: dict, prefix: str, out: str | None):
@@ -78,8 +46,6 @@ def kernel_call(kname: str, args: list, attrs: dict, env: dict, prefix: str, out
     return f"{kname}({', '.join(parts)})"
 
 
-CHUNK_MIN = 1 << 17      # bodies with at least this many result elements run in row blocks
-CHUNK_TARGET = 1 << 15   # elements per block: the block's buffers stay in the L2 cache
 
 
 class _BodyCompiler:
@@ -308,9 +274,9 @@ def _block_rows(shape: tuple) -> int | None:
     numel = 1
     for d in shape:
         numel *= d
-    if numel < CHUNK_MIN or not shape or shape[0] < 2:
+    if numel < fused.CHUNK_MIN or not shape or shape[0] < 2:
         return None
-    rows = max(1, CHUNK_TARGET * shape[0] // numel)
+    rows = max(1, fused.CHUNK_TARGET * shape[0] // numel)
     return rows if rows < shape[0] else None
 
 
@@ -318,3 +284,6 @@ def compile_body(body, xp, alias: int | None):
     """Generate `fused(x0, ..., out=None)` for a FusedBody on NumPy. With `alias=i` the caller
     passes the same array as input i and as `out` (an in-place update)."""
     return _BodyCompiler(body, xp, alias).compile()
+
+
+BODY_COMPILERS["numpy"] = (compile_body, lambda: (fused.CHUNK_MIN, fused.CHUNK_TARGET))

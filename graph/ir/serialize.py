@@ -18,16 +18,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-
 from dualflow.device import Device
 from dualflow.dtype import DType, to_dtype
 from dualflow.ops.index import Span
 from dualflow.ops.opdef import REGISTRY, OpDef, TensorType
 
+from .core import Graph, GraphError, Node, Value
 from .fused import FUSED_OPS, FusedBody, Step
-from .ir import Graph, GraphError, Node, Value
-from .serialize_types import (SerializeError, decode_dim, decode_dtype, decode_symfloat,
-                              decode_type, encode_dim, encode_symfloat, encode_type)
+from .serialize_types import (
+    SerializeError,
+    decode_dim,
+    decode_dtype,
+    decode_symfloat,
+    decode_type,
+    encode_dim,
+    encode_symfloat,
+    encode_type,
+)
 from .symbolic import SymFloat, SymInt
 
 _TYPES = {t.__name__: t for t in (int, float, bool, str, bytes, complex, tuple, list, dict,
@@ -199,7 +206,9 @@ class Decoder:
                          [self.value(c) for c in x["scalars"]])
 
     def _region(self, x):
-        from .regions import Region   # control flow's regions (imported when one is loaded)
+        from .regions import (
+            Region,  # control flow's regions (imported when one is loaded)
+        )
         return Region(self.graph(x["graph"]), x["n_args"], [], [], self.value(x["out_tree"]))
 
     def graph(self, data) -> Graph:

@@ -16,11 +16,11 @@ import weakref
 import dualflow as flow
 from dualflow.tensor import Tensor
 
+from ..backend.compiler import compile_graph
 from .cache import GraphCache
+from .call_trace import Trace
 from .compiled_call import CompiledCall, OptimizerSnapshot
-from .compiler import compile_graph
-from .trace import Trace
-from .tracer import TraceError, TracedTensor, tracing
+from .tracer import TracedTensor, TraceError, tracing
 
 _calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # optimizer -> CompiledCall
 

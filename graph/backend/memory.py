@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from dualflow.ops.shape import reshape_op
 
+from ..ir.core import Graph
 from . import emit
-from .ir import Graph
 
 REUSE_WINDOW = 16
 

@@ -51,7 +51,7 @@ class Node:
 
     def regions(self) -> list:
         """The sub-graph owners among the attrs (a cond's branches, a loop's body): objects
-        with a `graph` (graph/regions.py's Region), in attr order."""
+        with a `graph` (graph/ir/regions.py's Region), in attr order."""
         found = []
         for v in self.attrs.values():
             for r in (v if type(v) is tuple else (v,)):

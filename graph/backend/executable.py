@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-
 from dualflow.ops.dispatch import error_type
 from dualflow.profiler import recorder
 
+from ..ir.core import Graph
 from . import codegen, memory
-from .ir import Graph
 from .memory import MemoryPlan
 
 

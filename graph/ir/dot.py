@@ -10,8 +10,8 @@ import os
 import shutil
 import subprocess
 
+from .core import Graph
 from .fused import is_fused
-from .ir import Graph
 
 _STYLE = {
     "input": 'shape=ellipse style=filled fillcolor="#dbeafe"',
