@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtype import int32
+from ..dtype import float32, int32
 from ..grad_mode import enable_grad, is_grad_enabled
 from . import rnn_lstm_forward, rnn_math
 from .rnn_packed import check_lengths, masked_backward, packed_backward, packed_forward
 from .opdef import TensorType, defop, not_exportable
 from .rnn_math import ArrayMath, TensorMath
+from .rnn_scan_onnx import lower_as_scan
 from .rules import ShapeError
 
 
@@ -269,8 +270,12 @@ def _onnx_state(ctx, node, i: int) -> str:
 def _lower(cell: _Cell):
     """ONNX's LSTM / GRU / RNN, one direction: the weights' gate blocks reordered by a Gather,
     states and outputs given / stripped of ONNX's num_directions axis; a packed layer's lengths
-    are ONNX's sequence_lens (int32), whose semantics are the same."""
+    are ONNX's sequence_lens (int32), whose semantics are the same. Other dtypes than float32,
+    which ONNX Runtime's kernels refuse, are a Scan over the cell's math (rnn_scan_onnx.py)."""
     def lower(ctx, node):
+        if node.inputs[0].type.dtype is not float32:
+            return lower_as_scan(ctx, node, cell.name, cell.states, cell.gates,
+                                 bool(node.attrs.get("packed")))
         n = cell.states
         H = node.inputs[2 + n].type.shape[1]
         rows = np.concatenate([np.arange(k * H, (k + 1) * H) for k in cell.onnx_order])
