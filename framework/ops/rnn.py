@@ -274,8 +274,7 @@ def _lower(cell: _Cell):
     which ONNX Runtime's kernels refuse, are a Scan over the cell's math (rnn_scan_onnx.py)."""
     def lower(ctx, node):
         if node.inputs[0].type.dtype is not float32:
-            return lower_as_scan(ctx, node, cell.name, cell.states, cell.gates,
-                                 bool(node.attrs.get("packed")))
+            return lower_as_scan(ctx, node, cell.name, cell.states, bool(node.attrs.get("packed")))
         n = cell.states
         H = node.inputs[2 + n].type.shape[1]
         rows = np.concatenate([np.arange(k * H, (k + 1) * H) for k in cell.onnx_order])

@@ -54,7 +54,7 @@ def _step_mask(ctx, x: str, lengths: str) -> str:
     return ctx.unsqueeze(inside, [2])
 
 
-def lower_as_scan(ctx, node, cell: str, n_states: int, gates: int, packed: bool) -> tuple:
+def lower_as_scan(ctx, node, cell: str, n_states: int, packed: bool) -> tuple:
     """(y, final states...) of a `<cell>_layer` node as one Scan; `cell` is lstm, gru or rnn."""
     dtype = node.inputs[0].type.dtype
     names = ctx.inputs(node)
