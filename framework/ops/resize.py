@@ -242,7 +242,8 @@ def _onnx_scales(ctx, mode, ins, size, scales) -> list:
 def _onnx_modes(ctx, mode: str, align_corners: bool) -> dict:
     """Resize's attributes for a kernel mode. nearest-exact is half_pixel with
     round_prefer_ceil (round(y - 0.5) rounding halves up is floor(y)); bicubic is cubic with
-    a = -0.75; antialiasing is opset 18's `antialias` (its cubic with PIL's a = -0.5)."""
+    a = -0.75; antialiasing is opset 18's `antialias` (its cubic with PIL's a = -0.5) with
+    `exclude_outside`."""
     if mode == "nearest":
         return dict(mode="nearest", coordinate_transformation_mode="asymmetric",
                     nearest_mode="floor")
@@ -254,9 +255,13 @@ def _onnx_modes(ctx, mode: str, align_corners: bool) -> dict:
                else "half_pixel")
     if base == "cubic":
         out["cubic_coeff_a"] = -0.5 if aa else _CUBIC_A
-    if aa:
+    if aa and align_corners:
+        ctx.fail("interpolate(antialias=True, align_corners=True): ONNX's antialiased Resize "
+                 "places its filters differently from PyTorch's with align_corners; export with "
+                 "align_corners=False")
+    if aa:   # PyTorch normalizes the weights over the taps inside the input: exclude_outside
         ctx.require_opset(18, "interpolate(antialias=True) (Resize's antialias)")
-        out["antialias"] = 1
+        out.update(antialias=1, exclude_outside=1)
     return out
 
 
