@@ -2,7 +2,8 @@
 what most GAN code calls): parameter `<name>_orig`, buffers `<name>_u` / `<name>_v`, and a
 forward pre-hook that sets the plain attribute `<name>` = w / σ(w) before each call, running
 `n_power_iterations` steps of power iteration on u and v in training mode (in-place writes of
-the buffers, which compiled calls make too, on every call)."""
+the buffers, which compiled calls make too, on every call). After the call the attribute keeps
+its value detached, as `weight_norm.py` explains."""
 from __future__ import annotations
 
 import dualflow as flow
@@ -12,10 +13,10 @@ from dualflow.nn import functional as F
 from ..module import Module
 from ..modules.conv import ConvTranspose1d, ConvTranspose2d
 from ..parameter import Parameter
-from .weight_norm import pre_hook_of
+from .weight_norm import RecomputedAttribute, pre_hook_of
 
 
-class SpectralNorm:
+class SpectralNorm(RecomputedAttribute):
     def __init__(self, name: str = "weight", n_power_iterations: int = 1, dim: int = 0,
                  eps: float = 1e-12) -> None:
         if n_power_iterations <= 0:
@@ -73,16 +74,15 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     setattr(module, name, weight.detach())
     module.register_buffer(name + "_u", u)
     module.register_buffer(name + "_v", v)
-    module.register_forward_pre_hook(fn)
+    fn.attach(module)
     return module
 
 
 def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
     """Back to one parameter `<name>` holding w / σ(w) with the current u and v."""
-    found = pre_hook_of(module, SpectralNorm, name)
-    if found is None:
+    hook = pre_hook_of(module, SpectralNorm, name)
+    if hook is None:
         raise ValueError(f"spectral_norm of '{name}' not found in {module}")
-    key, hook = found
     hook.remove(module)
-    del module._forward_pre_hooks[key]
+    hook.detach_hooks()
     return module

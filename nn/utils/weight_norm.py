@@ -1,7 +1,8 @@
 """The legacy hook form of weight normalization, `nn.utils.weight_norm` (PyTorch's, deprecated
 there in favour of `parametrizations.weight_norm` but still common): parameters `<name>_g` and
 `<name>_v`, and a forward pre-hook that sets the plain attribute `<name>` = g · v / ‖v‖ before
-each call (a compiled call computes it in its graph and writes the attribute back)."""
+each call. After the call the attribute keeps that value detached (PyTorch keeps its autograd
+history): a compiled call writes it back to the module, which it can only do without history."""
 from __future__ import annotations
 
 from ..module import Module
@@ -10,14 +11,31 @@ from .parametrizations import norm_except_dim
 
 
 def pre_hook_of(module: Module, kind: type, name: str):
-    """(key, hook) of the forward pre-hook of class `kind` on tensor `name`, or None."""
-    for key, (hook, _) in module._forward_pre_hooks.items():
+    """The forward pre-hook of class `kind` on tensor `name`, or None."""
+    for hook, _ in module._forward_pre_hooks.values():
         if isinstance(hook, kind) and hook.name == name:
-            return key, hook
+            return hook
     return None
 
 
-class WeightNorm:
+class RecomputedAttribute:
+    """A pre-hook that sets `module.<name>` from other parameters before each call and leaves
+    it detached after the call; `compute_weight(module)` says how."""
+    name: str
+
+    def attach(self, module: Module) -> None:
+        self.handles = (module.register_forward_pre_hook(self),
+                        module.register_forward_hook(self.detach_after))
+
+    def detach_after(self, module: Module, inputs, output) -> None:
+        setattr(module, self.name, getattr(module, self.name).detach())
+
+    def detach_hooks(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+class WeightNorm(RecomputedAttribute):
     def __init__(self, name: str, dim: int) -> None:
         self.name, self.dim = name, dim
 
@@ -46,17 +64,16 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     del module._parameters[name]
     module.register_parameter(name + "_g", Parameter(norm_except_dim(weight, fn.dim).detach()))
     module.register_parameter(name + "_v", Parameter(weight.detach()))
-    setattr(module, name, fn.compute_weight(module))
-    module.register_forward_pre_hook(fn)
+    setattr(module, name, fn.compute_weight(module).detach())
+    fn.attach(module)
     return module
 
 
 def remove_weight_norm(module: Module, name: str = "weight") -> Module:
     """Back to one parameter `<name>` holding the current g · v / ‖v‖."""
-    found = pre_hook_of(module, WeightNorm, name)
-    if found is None:
+    hook = pre_hook_of(module, WeightNorm, name)
+    if hook is None:
         raise ValueError(f"weight_norm of '{name}' not found in {module}")
-    key, hook = found
     hook.remove(module)
-    del module._forward_pre_hooks[key]
+    hook.detach_hooks()
     return module
