@@ -133,6 +133,36 @@ Porting API (this page's tests: `tests/test_tensor_api.py`, `tests/test_namespac
   tensors). Saving a whole Module (or optimizer) is refused with a message to save its
   `state_dict()`.
 
+Errors, random numbers and numerics (`tests/ops/test_shape_error_types.py`,
+`tests/framework/test_num_threads.py`):
+
+* **Exception types.** Mismatched shapes (matmul, broadcasting, reshape, cat, a layer's input
+  size) raise `ShapeError`, which is both a `ValueError` and a `RuntimeError`, so PyTorch code's
+  `except RuntimeError` catches them; an op whose kernel fails raises `OpError`, also both.
+  Out-of-range indices are `IndexError`, as in PyTorch. Some argument errors PyTorch reports as
+  `RuntimeError` are plain `ValueError`/`TypeError` here: `Tensor.item()` on more than one
+  element, cross-entropy with a float target of the wrong shape (`ValueError`), an in-place op
+  whose result cannot be cast to the target's dtype (`TypeError`). Messages differ in wording
+  but name the op and the shapes or dtypes.
+* **Random streams differ from PyTorch's under the same seed.** `flow.manual_seed(s)` seeds
+  NumPy's PCG64 on the CPU (CuPy's XORWOW on a GPU); PyTorch uses its Mersenne Twister on the
+  CPU and Philox on CUDA. So `randn`, dropout masks, `randperm`, DataLoader shuffling and a
+  model's initial weights are different numbers from PyTorch's for the same seed (the same
+  distributions). Without `manual_seed` dualflow starts from a fixed seed (67280421310721, so an
+  unseeded program draws the same numbers every run) where PyTorch seeds each process afresh.
+  Within dualflow a seed gives the same numbers in eager mode, `nn.Graph` and GRAPH mode. To start from PyTorch's weights,
+  load its `state_dict` (`flow.load` reads `torch.save` files).
+* **Floating point agrees to rounding, not to the bit.** The CPU kernels are NumPy's and its
+  BLAS (OpenBLAS), PyTorch's are its own with MKL/oneDNN, and a float32 matmul or reduction sums
+  in a different order: results differ by a few ulp times the reduction length, more after many
+  training steps. Which OpenBLAS kernel runs (AVX2 or AVX-512, `OPENBLAS_CORETYPE`) changes the
+  last bits too.
+* **Threads.** `flow.set_num_threads(n)` / `flow.get_num_threads()` set and read the BLAS's
+  threads (and any OpenMP runtime's) for the whole process; there is no inter-op thread pool, so
+  `set_num_interop_threads` is missing. Elementwise kernels run on one thread.
+* **Install.** `pip install -e .` installs numpy, ml_dtypes and threadpoolctl only; ONNX export
+  needs the `onnx` package (`pip install -e ".[onnx]"`), as `torch.onnx` does.
+
 Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_low_precision.py`):
 
 * **bfloat16** is `ml_dtypes`' NumPy dtype on the CPU (elementwise ops run through its ufunc

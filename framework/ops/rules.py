@@ -8,8 +8,10 @@ from .. import dtype as dt
 from .opdef import TensorType
 
 
-class ShapeError(ValueError):
-    """Raised by a shape rule; the message names the op and the shapes."""
+class ShapeError(ValueError, RuntimeError):
+    """Raised by a shape rule; the message names the op and the shapes. A ValueError (a bad
+    argument) and, for code written against PyTorch, which raises RuntimeError for mismatched
+    shapes, a RuntimeError too."""
 
 
 def broadcast_shapes(*shapes, op: str = "broadcast") -> tuple:
