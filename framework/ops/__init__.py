@@ -16,9 +16,9 @@ from .rules import ShapeError  # noqa: F401
 FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats", "scan", "shape",
             "join", "index", "gather", "linalg", "conv", "pool", "normalization", "loss",
             "instance_norm", "attention", "dropout", "random", "inplace", "resize",
-            "structure", "sorting", "sampling", "counting", "matrix_functions",
+            "structure", "sorting", "sampling", "counting", "matrix_functions", "metadata",
             "cumulative", "pointwise", "distance", "scatter_reduce", "control_flow", "rnn",
-            "special", "solve", "decompositions")
+            "special", "solve", "decompositions", "random_gamma", "blocks")
 
 EXPORTS: dict = {}
 METHODS: dict = {}
