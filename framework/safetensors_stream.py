@@ -12,6 +12,7 @@ field is checked before a byte is trusted.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import ml_dtypes
@@ -122,12 +123,15 @@ def _entry(name: str, spec) -> tuple:
     dtype, shape, offsets = DTYPES.get(spec["dtype"]), spec["shape"], spec["data_offsets"]
     if dtype is None:
         raise FormatError(f"tensor {name!r} has an unsupported dtype {spec['dtype']!r}")
-    if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)):
-        raise FormatError(f"tensor {name!r} has an invalid shape {shape!r}")
+    if not (isinstance(shape, list) and len(shape) <= 64
+            and all(type(s) is int and s >= 0 for s in shape)):
+        raise FormatError(f"tensor {name!r} has an invalid shape {shape!r:.80}")
+    if math.prod(s for s in shape if s) * dtype.itemsize >= 2 ** 62:   # exact: Python ints
+        raise FormatError(f"tensor {name!r} has a shape no array can hold: {shape!r:.80}")
     if not (isinstance(offsets, list) and len(offsets) == 2
             and all(type(o) is int and o >= 0 for o in offsets)):
         raise FormatError(f"tensor {name!r} has invalid data offsets {offsets!r}")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if offsets[1] - offsets[0] != nbytes:
         raise FormatError(f"tensor {name!r} of shape {shape} {spec['dtype']} needs {nbytes} "
                           f"bytes but its offsets {offsets} span {offsets[1] - offsets[0]}")

@@ -333,10 +333,12 @@ def load(f, map_location=None, *, weights_only: bool | None = None):
         meta, arrays = _parse(fh, name)
     try:
         structure = json.loads(meta["structure"])
+        decoder = _Decoder(arrays, name, map_location)
+        obj = decoder.decode(structure)
     except ValueError as exc:
         raise CheckpointError(f"load: {name!r} has an unreadable structure ({exc})") from None
-    decoder = _Decoder(arrays, name, map_location)
-    obj = decoder.decode(structure)
+    except RecursionError:
+        raise CheckpointError(f"load: {name!r} nests containers too deeply") from None
     unused = set(arrays) - set(decoder.made)
     if unused:
         raise decoder.fail(f"it contains tensors no entry refers to: {sorted(unused)[:5]}")

@@ -8,11 +8,19 @@ storage types, dtypes, `torch.Size`/`torch.device`, `collections.OrderedDict`/`C
 bytes — and refuses any other global with an error naming it, before it could be called.
 Tensors come back as dualflow tensors: views of their storage (tensors that shared a storage in
 PyTorch share memory here too), with PyTorch's offsets and strides.
+
+Sizes are checked against the file before anything is allocated: `data.pkl` may expand to at
+most `_PICKLE_RATIO` times the archive (torch.save stores it uncompressed), each storage's
+declared bytes must match its record, and all storages together — plus the copies of expanded
+(stride-0) tensors — may take at most `_DEFLATE_RATIO` times the archive (no compressed record
+can legitimately expand further), so a zip bomb or a forged size is refused with an error
+instead of exhausting memory.
 """
 from __future__ import annotations
 
 import collections
 import io
+import math
 import pickle
 import struct
 import sys
@@ -28,6 +36,12 @@ from .size import Size
 
 class TorchCheckpointError(RuntimeError):
     """The file is not a PyTorch checkpoint this reader accepts; the message says why."""
+
+
+_PICKLE_RATIO = 10          # data.pkl's size at most this times the archive's (or _PICKLE_FLOOR)
+_PICKLE_FLOOR = 1 << 20
+_DEFLATE_RATIO = 1032       # DEFLATE's largest possible expansion
+_ALLOCATION_FLOOR = 64 << 20   # what any archive may allocate, however small
 
 
 # torch storage class -> numpy dtype name (bfloat16 is ml_dtypes'; complex has no dualflow dtype)
@@ -168,6 +182,24 @@ def _prefix(zf: zipfile.ZipFile, name: str) -> str:
     return pickles[0][:-len("data.pkl")]
 
 
+def _archive_size(fh) -> int:
+    here = fh.tell()
+    end = fh.seek(0, io.SEEK_END)
+    fh.seek(here)
+    return end
+
+
+def _read_small(zf: zipfile.ZipFile, record: str, limit: int, name: str) -> bytes:
+    """A record that cannot be large (data.pkl, byteorder), its declared size checked first;
+    zipfile then stops decompressing at that size."""
+    info = zf.getinfo(record)
+    if info.file_size > limit:
+        raise TorchCheckpointError(
+            f"load: {name!r}: record {record!r} declares {info.file_size} bytes, more than "
+            f"this archive can hold ({limit}); a zip bomb or a damaged file, refused")
+    return zf.read(info)
+
+
 def _read_into(zf: zipfile.ZipFile, fh, info: zipfile.ZipInfo, buffer: memoryview,
                name: str) -> None:
     """A stored (uncompressed) record goes straight from the file into `buffer`, CRC-checked;
@@ -205,37 +237,73 @@ def _numpy_dtype(type_name: str, name: str) -> np.dtype:
 class _Reader:
     def __init__(self, zf, fh, prefix: str, name: str, place):
         self.zf, self.fh, self.prefix, self.name, self.place = zf, fh, prefix, name, place
-        order = zf.read(prefix + "byteorder").decode() if prefix + "byteorder" in zf.namelist() \
-            else "little"
+        order = _read_small(zf, prefix + "byteorder", 16, name).decode(errors="replace") \
+            if prefix + "byteorder" in zf.namelist() else "little"
         if order not in ("little", "big"):
-            raise TorchCheckpointError(f"load: {name!r} has an unknown byte order {order!r}")
+            raise TorchCheckpointError(f"load: {name!r} has an unknown byte order {order!r:.20}")
         self.swap = order != sys.byteorder
         self.made: dict[int, object] = {}
+        self.size = _archive_size(fh)
+        self.budget = max(_ALLOCATION_FLOOR, _DEFLATE_RATIO * self.size)   # bytes left to allocate
+
+    def allocate(self, nbytes: int, what: str) -> None:
+        """Count `nbytes` against what this archive can hold, before allocating them."""
+        if nbytes > self.budget:
+            raise TorchCheckpointError(
+                f"load: {self.name!r}: {what} needs {nbytes} bytes, more than an archive of "
+                f"{self.size} bytes can hold; a zip bomb or a forged size, refused")
+        self.budget -= nbytes
 
     def storage(self, s: _Storage) -> np.ndarray:
         if s.array is None:
-            array = np.empty(s.numel, _numpy_dtype(s.type_name, self.name))
+            dtype = _numpy_dtype(s.type_name, self.name)
             try:
                 info = self.zf.getinfo(f"{self.prefix}data/{s.key}")
             except KeyError:
                 raise TorchCheckpointError(f"load: {self.name!r} lacks the record of storage "
                                            f"{s.key!r}") from None
+            self._check_record(info, s.numel * dtype.itemsize)
+            self.allocate(info.file_size, f"storage {s.key!r}")
+            array = np.empty(s.numel, dtype)
             _read_into(self.zf, self.fh, info, array.view(np.uint8).data, self.name)
             s.array = array.byteswap(inplace=True) if self.swap else array
         return s.array
 
+    def _check_record(self, info: zipfile.ZipInfo, nbytes: int) -> None:
+        """The record holds exactly the storage's bytes, and its declared size is one the
+        archive can hold: stored bytes lie inside the file; compressed ones expand at most as
+        far as DEFLATE can."""
+        def bad(why: str) -> TorchCheckpointError:
+            return TorchCheckpointError(f"load: {self.name!r}: record {info.filename!r} {why}")
+        if info.file_size != nbytes:
+            raise bad(f"holds {info.file_size} bytes, but its storage needs {nbytes}")
+        if info.header_offset + info.compress_size > self.size:
+            raise bad(f"reaches past the end of the archive ({self.size} bytes)")
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            raise bad(f"is stored uncompressed, but its sizes differ ({info.compress_size} "
+                      f"and {info.file_size})")
+        if info.file_size > _DEFLATE_RATIO * max(info.compress_size, 1):
+            raise bad(f"declares {info.file_size} bytes from {info.compress_size} compressed "
+                      f"ones, more than any compression yields; a zip bomb, refused")
+
     def tensor(self, r: _TensorRecord):
         storage = self.storage(r.storage)
-        n = int(np.prod(r.size, dtype=np.int64))
+        n = math.prod(r.size)
         last = r.offset + sum((d - 1) * s for d, s in zip(r.size, r.stride)) if n else r.offset
         if n and last >= storage.size:
             raise TorchCheckpointError(
                 f"load: {self.name!r} has a tensor of size {r.size}, stride {r.stride} at offset "
                 f"{r.offset} that reaches past its storage of {storage.size} elements")
         item = storage.itemsize
+        if len(r.size) > 64 or math.prod(d for d in r.size if d) * item >= 2 ** 62:
+            raise TorchCheckpointError(f"load: {self.name!r} has a tensor of size "
+                                       f"{str(r.size):.80}, which no array can hold")
+        expanded = _overlaps(r.size, r.stride)
+        if expanded:   # checked before NumPy sees the shape: its copy is allocated below
+            self.allocate(n * item, f"the expanded tensor of size {r.size}")
         array = np.lib.stride_tricks.as_strided(storage[min(r.offset, storage.size):], r.size,
                                                 tuple(s * item for s in r.stride))
-        if _overlaps(r.size, r.stride):   # expanded tensors: give each element its own memory
+        if expanded:   # give each element its own memory
             array = array.copy()
         t = from_numpy(array).to(self.place(r.storage.location))
         return t.requires_grad_(True) if r.requires_grad and t.dtype.is_floating_point else t
@@ -293,7 +361,9 @@ def load(fh, name: str, place):
     with zf:
         prefix = _prefix(zf, name)
         try:
-            unpickler = _RestrictedUnpickler(io.BytesIO(zf.read(prefix + "data.pkl")), name)
+            limit = max(_PICKLE_FLOOR, _PICKLE_RATIO * _archive_size(fh))
+            unpickler = _RestrictedUnpickler(
+                io.BytesIO(_read_small(zf, prefix + "data.pkl", limit, name)), name)
             obj = unpickler.load()
         except TorchCheckpointError:
             raise
