@@ -243,6 +243,54 @@ class CosineAnnealingLR(LRScheduler):
                 for base in self.base_lrs]
 
 
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the initial lr to eta_min over T_i epochs, restarting at the
+    initial lr after each period; periods grow by T_mult (SGDR). `step(epoch)` takes fractional
+    epochs (a step per batch: `step(epoch + i / iters)`)."""
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1,  # noqa: N803
+                 eta_min: float = 0.0, last_epoch: int = -1):
+        if isinstance(T_0, bool) or not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if isinstance(T_mult, bool) or not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if isinstance(eta_min, bool) or not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type "
+                             f"{type(eta_min)}")
+        self.T_0 = self.T_i = T_0
+        self.T_mult, self.eta_min, self.T_cur = T_mult, eta_min, last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur /
+                                                                      self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:  # noqa: D102 - fractional epochs allowed
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur, self.T_i = self.T_cur % self.T_i, self.T_i * self.T_mult
+        elif epoch < 0:
+            raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+        elif epoch < self.T_0:
+            self.T_i, self.T_cur = self.T_0, epoch
+        elif self.T_mult == 1:
+            self.T_cur = epoch % self.T_0
+        else:   # the restart n before `epoch`: T_0 (T_mult^n - 1) / (T_mult - 1) epochs in
+            n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+            self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+            self.T_i = self.T_0 * self.T_mult ** n
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = self._current_lrs()
+
+
 class SequentialLR(LRScheduler):
     """Run `schedulers[i]` between `milestones[i-1]` and `milestones[i]`."""
 
@@ -490,4 +538,5 @@ class ReduceLROnPlateau(LRScheduler):
 
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR",
-           "CosineAnnealingLR", "SequentialLR", "OneCycleLR", "ReduceLROnPlateau"]
+           "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "SequentialLR", "OneCycleLR",
+           "ReduceLROnPlateau"]
