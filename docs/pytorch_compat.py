@@ -143,7 +143,20 @@ Errors, random numbers and numerics (`tests/ops/test_shape_error_types.py`,
   `RuntimeError` are plain `ValueError`/`TypeError` here: `Tensor.item()` on more than one
   element, cross-entropy with a float target of the wrong shape (`ValueError`), an in-place op
   whose result cannot be cast to the target's dtype (`TypeError`). Messages differ in wording
-  but name the op and the shapes or dtypes.
+  but name the op and the shapes or dtypes. Where PyTorch accepts an argument and fails later,
+  dualflow refuses it at once: `StepLR(step_size=0)` and `CosineAnnealingLR(T_max=0)` raise
+  `ValueError` (PyTorch divides by zero at a step), `Adam(betas=(0.9,))` a `ValueError` naming
+  betas (PyTorch: `IndexError`); `conv2d` on integer tensors raises `TypeError` (PyTorch
+  convolves integers on the CPU) (`tests/test_bad_arguments.py`).
+* **DataLoader with `persistent_workers=True`**: every pass draws the workers' base seed from
+  the generator, as a pass without persistent workers does, so the shuffled order is the same
+  for every `num_workers` in every epoch. PyTorch draws it once for persistent workers, so its
+  second and later epochs differ from `num_workers=0`'s order.
+* **Collectives check that the ranks agree** (kind, element count, dtype, root or reduce op)
+  before any data moves and raise `dualflow.distributed.DistBackendError` (a `RuntimeError`) on
+  every rank naming each rank's call; PyTorch's gloo reports some of these mismatches
+  ("Is there a distributed collective mismatch?") and NCCL hangs or returns garbage. A rank that
+  leaves the group makes the others' pending and later collectives raise.
 * **Random streams differ from PyTorch's under the same seed.** `flow.manual_seed(s)` seeds
   NumPy's PCG64 on the CPU (CuPy's XORWOW on a GPU); PyTorch uses its Mersenne Twister on the
   CPU and Philox on CUDA. So `randn`, dropout masks, `randperm`, DataLoader shuffling and a
