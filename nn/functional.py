@@ -11,10 +11,13 @@ from dualflow.ops.activation import (celu, celu_, elu, elu_, gelu, hardsigmoid, 
                                      mish, relu, relu_, relu6, selu, selu_, sigmoid, silu,
                                      softplus, softsign)
 from dualflow.ops.attention import scaled_dot_product_attention
+from dualflow.ops.blocks import fold, pixel_shuffle, pixel_unshuffle, unfold
 from dualflow.ops.compare import clamp_min_fn, ge, where
 from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
+from dualflow.ops.distance import cosine_embedding_loss, pairwise_distance, triplet_margin_loss
 from dualflow.ops.dropout import dropout, dropout1d, dropout2d, dropout3d
 from dualflow.ops.gather import embedding, one_hot
+from dualflow.ops.grid_sample import affine_grid, grid_sample
 from dualflow.ops.instance_norm import instance_norm
 from dualflow.ops.join import pad
 from dualflow.ops.linalg import einsum, linear
@@ -88,8 +91,10 @@ __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "batch_norm", "group_norm", "instance_norm", "layer_norm", "interpolate",
     "normalize", "cosine_similarity", "dropout", "dropout1d", "dropout2d", "dropout3d",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
+    "pairwise_distance", "grid_sample", "affine_grid",
     # losses
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy", "huber_loss",
-    "kl_div", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
+    "kl_div", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss", "triplet_margin_loss",
+    "cosine_embedding_loss",
 ]

@@ -17,21 +17,29 @@ from .rules import ShapeError
 
 
 # ---- pixel_shuffle / pixel_unshuffle -------------------------------------------------------------
+def _fresh(xp, view):
+    """A new C-ordered array with the view's values: the result never aliases the input (a
+    factor of 1 would otherwise hand back a view of a possibly read-only gradient)."""
+    out = xp.empty(view.shape, view.dtype)
+    out[...] = view
+    return out
+
+
 def _shuffle_kernel(xp, x, factor):
     *batch, c, h, w = x.shape
     c_out = c // (factor * factor)
     y = x.reshape(*batch, c_out, factor, factor, h, w)
     n = len(batch)
-    y = y.transpose(*range(n), n, n + 3, n + 1, n + 4, n + 2)
-    return y.reshape(*batch, c_out, h * factor, w * factor)
+    return _fresh(xp, y.transpose(*range(n), n, n + 3, n + 1, n + 4, n + 2)).reshape(
+        *batch, c_out, h * factor, w * factor)
 
 
 def _unshuffle_kernel(xp, x, factor):
     *batch, c, h, w = x.shape
     y = x.reshape(*batch, c, h // factor, factor, w // factor, factor)
     n = len(batch)
-    y = y.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)
-    return y.reshape(*batch, c * factor * factor, h // factor, w // factor)
+    return _fresh(xp, y.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)).reshape(
+        *batch, c * factor * factor, h // factor, w // factor)
 
 
 def _shuffle_type(x, factor):

@@ -1,4 +1,5 @@
-"""Pairwise distances, as in PyTorch: cdist.
+"""Distances, as in PyTorch: cdist, pairwise_distance, and the losses built on them
+(triplet_margin_loss, cosine_embedding_loss).
 
 A composite over the (..., P, R, M) differences, so it gets gradients, graph tracing and ONNX
 export from its parts. It computes every difference directly (PyTorch may use a matrix product
@@ -12,11 +13,13 @@ from __future__ import annotations
 import math
 
 from ..tensor import Tensor
-from .arith import mul, pow_, sub
-from .compare import gt, where
+from .arith import add, div, mul, pow_, rsub, sub
+from .compare import clamp_min_fn, eq, gt, minimum, where
+from .loss import _reduce, _reduction
 from .reduce import amax_op, sum_fn
 from .rules import ShapeError
 from .shape import unsqueeze
+from .stats import vector_norm
 from .unary import abs_, sqrt
 
 
@@ -56,4 +59,58 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
     return _norm_last(sub(unsqueeze(x1, -2), unsqueeze(x2, -3)), float(p))
 
 
-EXPORTS = {"cdist": cdist}
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """The p-norm of x1 - x2 + eps over the last dim (inputs broadcast), as PyTorch: eps keeps
+    the norm's gradient finite where x1 == x2."""
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ShapeError(f"pairwise_distance: expected inputs of at least 1 dimension, got "
+                         f"shapes {tuple(x1.shape)} and {tuple(x2.shape)}")
+    return vector_norm(add(sub(x1, x2), eps), p, -1, keepdim)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
+                        p: float = 2.0, eps: float = 1e-6, swap: bool = False,
+                        size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise distance; `swap` uses the closer
+    of d(a, n) and d(p, n) as the negative distance."""
+    reduction = _reduction("triplet_margin_loss", reduction, size_average, reduce)
+    shapes = {tuple(anchor.shape), tuple(positive.shape), tuple(negative.shape)}
+    if len({len(s) for s in shapes}) != 1:
+        raise ShapeError(f"triplet_margin_loss: anchor, positive and negative must have the same "
+                         f"number of dims, got shapes {tuple(anchor.shape)}, "
+                         f"{tuple(positive.shape)} and {tuple(negative.shape)}")
+    to_positive = pairwise_distance(anchor, positive, p, eps)
+    to_negative = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        to_negative = minimum(to_negative, pairwise_distance(positive, negative, p, eps))
+    return _reduce(clamp_min_fn(add(sub(to_positive, to_negative), margin), 0.0), reduction)
+
+
+_COSINE_EPS = 1e-12   # PyTorch's, added to each squared magnitude
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """1 - cos(x1, x2) where target is 1, max(cos(x1, x2) - margin, 0) where it is -1 (0 for
+    other targets), the cosine over the last dim."""
+    reduction = _reduction("cosine_embedding_loss", reduction, size_average, reduce)
+    if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape) or \
+            tuple(target.shape) != tuple(input1.shape[:-1]):
+        raise ShapeError(f"cosine_embedding_loss: expected inputs (N, D) or (D) of one shape and "
+                         f"a target (N) or (), got {tuple(input1.shape)}, {tuple(input2.shape)} "
+                         f"and {tuple(target.shape)}")
+    dim = target.ndim
+    product = sum_fn(mul(input1, input2), dim)
+    magnitudes = mul(add(sum_fn(mul(input1, input1), dim), _COSINE_EPS),
+                     add(sum_fn(mul(input2, input2), dim), _COSINE_EPS))
+    cos = div(product, sqrt(magnitudes))
+    zero = mul(cos, 0.0)
+    loss = add(where(eq(target, 1), rsub(cos, 1.0), zero),
+               where(eq(target, -1), clamp_min_fn(sub(cos, margin), 0.0), zero))
+    return _reduce(loss, reduction)
+
+
+EXPORTS = {"cdist": cdist, "pairwise_distance": pairwise_distance,
+           "triplet_margin_loss": triplet_margin_loss,
+           "cosine_embedding_loss": cosine_embedding_loss}

@@ -1,0 +1,185 @@
+"""Spatial transformers, as in PyTorch: affine_grid and grid_sample (bilinear and nearest, padding
+zeros / border / reflection, align_corners either way), 2-d and 3-d (volumetric).
+
+Both are composites: affine_grid is a constant base grid times theta^T; grid_sample maps grid
+coordinates to pixel positions with PyTorch's formulas (unnormalize, then clip or reflect),
+gathers the 2^d neighbours from the flattened image and weights them. Gradients w.r.t. the
+image (a scatter-add of the gathers) and the grid (through the weights and the coordinate
+transforms) come from the parts and are PyTorch's, as are tracing and ONNX export (Gather,
+Mul, Add; not ONNX's GridSample, which has no 3-d form before opset 20).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+
+from .. import dtype as dt
+from ..creation import tensor as as_tensor
+from ..tensor import Tensor
+from .arith import add, fmod, mul, remainder, sub
+from .compare import clamp, eq, ge, le, logical_and, where
+from .core import broadcast_to
+from .gather import gather
+from .linalg import matmul
+from .rules import ShapeError
+from .shape import reshape, transpose, unsqueeze
+from .unary import abs_, floor, round_fn
+
+_MODES = ("bilinear", "nearest")
+_PADDING = ("zeros", "border", "reflection")
+
+
+def _align_default(op: str, align_corners):
+    if align_corners is None:
+        warnings.warn(f"{op}: the default align_corners is False (PyTorch's since 1.3); pass "
+                      "align_corners explicitly to silence this warning", UserWarning, stacklevel=3)
+        return False
+    return bool(align_corners)
+
+
+# ---- affine_grid ---------------------------------------------------------------------------------
+def _steps(n: int, align_corners: bool) -> np.ndarray:
+    """PyTorch's `linspace_from_neg_one`: n points over [-1, 1], pulled in to pixel centres
+    unless align_corners."""
+    if n <= 1:
+        return np.zeros(n)
+    points = np.linspace(-1.0, 1.0, n)
+    return points if align_corners else points * (n - 1) / n
+
+
+def _base_grid(spatial: tuple, align_corners: bool) -> np.ndarray:
+    """(prod(spatial), d + 1): the normalized coordinates (x first, i.e. the last dim first) of
+    every output position, and a 1 for theta's translation column."""
+    axes = np.meshgrid(*[_steps(n, align_corners) for n in spatial], indexing="ij")
+    coords = [a.reshape(-1) for a in reversed(axes)]
+    return np.stack(coords + [np.ones(math.prod(spatial))], axis=1)
+
+
+def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
+    """The sampling grid of affine maps: theta (N, 2, 3) and size (N, C, H, W) give
+    (N, H, W, 2); theta (N, 3, 4) and size (N, C, D, H, W) give (N, D, H, W, 3)."""
+    align_corners = _align_default("affine_grid", align_corners)
+    size = tuple(int(s) for s in size)
+    d = len(size) - 2
+    if d not in (2, 3) or tuple(theta.shape) != (size[0], d, d + 1):
+        raise ShapeError(f"affine_grid: expected theta of shape (N, {d}, {d + 1}) for size "
+                         f"{size} (4-d or 5-d), got theta {tuple(theta.shape)}")
+    if not theta.dtype.is_floating_point:
+        raise TypeError(f"affine_grid: expected a floating-point theta, got {theta.dtype}")
+    spatial = size[2:]
+    base = as_tensor(_base_grid(spatial, align_corners).astype(theta.dtype.np),
+                     device=theta.device)
+    grid = matmul(base, transpose(theta, 1, 2))        # (N, prod(spatial), d)
+    return reshape(grid, (size[0],) + spatial + (d,))
+
+
+# ---- grid_sample ---------------------------------------------------------------------------------
+def _reflect(coord, twice_low: int, twice_high: int):
+    """PyTorch's `reflect_coordinates`: fold coord into [low, high] by mirroring at the ends."""
+    if twice_low == twice_high:
+        return mul(coord, 0.0)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    distance = abs_(sub(coord, low))
+    extra = fmod(distance, span)
+    flips = floor(mul(distance, 1.0 / span)) if span != 1 else floor(distance)
+    even = eq(remainder(flips, 2.0), 0.0)
+    return where(even, add(extra, low), add(sub(span, extra), low))
+
+
+def _source(coord, size: int, padding_mode: str, align_corners: bool):
+    """PyTorch's `grid_sampler_compute_source_index`: a normalized coordinate as a pixel
+    position along a dim of `size` pixels."""
+    if align_corners:
+        pixel = mul(add(coord, 1.0), (size - 1) / 2)
+    else:
+        pixel = mul(sub(mul(add(coord, 1.0), size), 1.0), 0.5)
+    if padding_mode == "border":
+        return clamp(pixel, 0, size - 1)
+    if padding_mode == "reflection":
+        twice = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        return clamp(_reflect(pixel, *twice), 0, size - 1)
+    return pixel
+
+
+def _all_inside(positions, spatial: tuple):
+    """Whether each position lies inside the image along every dim."""
+    inside = None
+    for p, size in zip(positions, spatial):
+        here = logical_and(ge(p, 0.0), le(p, size - 1.0))
+        inside = here if inside is None else logical_and(inside, here)
+    return inside
+
+
+def _read(flat, positions, spatial: tuple, out_shape: tuple):
+    """flat (N, C, prod(spatial)) at integer-valued float positions (one per dim, each
+    (N, *out)), clamped into the image (the caller masks what lies outside)."""
+    linear = None
+    for p, size, stride in zip(positions, spatial, _strides(spatial)):
+        term = mul(clamp(p, 0, size - 1), float(stride))
+        linear = term if linear is None else add(linear, term)
+    n, c = flat.shape[:2]
+    index = reshape(linear.to(dt.int64), (n, 1, -1))
+    picked = gather(flat, 2, broadcast_to(index, shape=(n, c, index.shape[2])))
+    return reshape(picked, (n, c) + out_shape)
+
+
+def _strides(spatial: tuple) -> tuple:
+    return tuple(math.prod(spatial[i + 1:]) for i in range(len(spatial)))
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
+                padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
+    """Sample input (N, C, H, W) at grid (N, Ho, Wo, 2) (x, y in [-1, 1]; 5-d input with a
+    (N, Do, Ho, Wo, 3) grid for volumes): (N, C, Ho, Wo), as torch.nn.functional.grid_sample."""
+    if mode not in _MODES:
+        raise ValueError(f"grid_sample: mode must be 'bilinear' or 'nearest', got {mode!r}")
+    if padding_mode not in _PADDING:
+        raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', "
+                         f"got {padding_mode!r}")
+    align_corners = _align_default("grid_sample", align_corners)
+    d = input.ndim - 2
+    if d not in (2, 3) or grid.ndim != d + 2 or grid.shape[0] != input.shape[0] or \
+            grid.shape[-1] != d:
+        raise ShapeError(f"grid_sample: expected input (N, C, H, W) with grid (N, Ho, Wo, 2), "
+                         f"or 5-d input with grid (N, Do, Ho, Wo, 3); got input "
+                         f"{tuple(input.shape)} and grid {tuple(grid.shape)}")
+    if input.dtype is not grid.dtype or not input.dtype.is_floating_point:
+        raise TypeError(f"grid_sample: expected input and grid of one floating dtype, got "
+                        f"{input.dtype} and {grid.dtype}")
+    spatial, out_shape = tuple(input.shape[2:]), tuple(grid.shape[1:-1])
+    # grid's last dim is (x, y[, z]): x indexes the last spatial dim
+    coords = [_source(grid[..., d - 1 - k], spatial[k], padding_mode, align_corners)
+              for k in range(d)]
+    flat = reshape(input, tuple(input.shape[:2]) + (-1,))
+    if mode == "nearest":
+        nearest = [round_fn(c) for c in coords]
+        return _masked(_read(flat, nearest, spatial, out_shape), nearest, spatial, padding_mode)
+    lows = [floor(c) for c in coords]
+    out = None
+    for corner in itertools.product((0, 1), repeat=d):
+        positions = [add(low, 1.0) if up else low for low, up in zip(lows, corner)]
+        weight = None
+        for c, low, up in zip(coords, lows, corner):   # 1 - |c - position| along each dim
+            w = sub(c, low) if up else sub(add(low, 1.0), c)
+            weight = w if weight is None else mul(weight, w)
+        term = mul(_read(flat, positions, spatial, out_shape),
+                   unsqueeze(_mask_weight(weight, positions, spatial, padding_mode), 1))
+        out = term if out is None else add(out, term)
+    return out
+
+
+def _mask_weight(weight, positions, spatial: tuple, padding_mode: str):
+    """With zeros padding, neighbours outside the image weigh nothing."""
+    if padding_mode != "zeros":
+        return weight
+    return where(_all_inside(positions, spatial), weight, 0.0)
+
+
+def _masked(values, positions, spatial: tuple, padding_mode: str):
+    """Nearest sampling: with zeros padding, 0 where the nearest pixel is outside the image."""
+    if padding_mode != "zeros":
+        return values
+    return where(unsqueeze(_all_inside(positions, spatial), 1), values, 0.0)
