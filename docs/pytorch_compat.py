@@ -109,7 +109,7 @@ Porting API (this page's tests: `tests/test_tensor_api.py`, `tests/test_namespac
   in `fn`'s closure; a global tensor is reported when backward recomputes, a non-leaf closure
   tensor at once. `fn` must return a tensor or a tuple of tensors; double backward is refused; in
   a trace (GRAPH mode) `fn` is simply called. As in PyTorch, BatchNorm statistics update twice.
-  `checkpoint_sequential` is missing.
+  `checkpoint_sequential` checkpoints every segment but the last, as PyTorch.
 * **`flow.compile(model)`** accepts nn.Modules only (not functions) and runs them as GRAPH mode
   does: traced once per input signature, Python control flow unrolled, a read of a tensor value
   while tracing raises an error naming the line. PyTorch's tuning arguments (`mode`, `backend`,
@@ -175,6 +175,31 @@ Errors, random numbers and numerics (`tests/ops/test_shape_error_types.py`,
   `set_num_interop_threads` is missing. Elementwise kernels run on one thread.
 * **Install.** `pip install -e .` installs numpy, ml_dtypes and threadpoolctl only; ONNX export
   needs the `onnx` package (`pip install -e ".[onnx]"`), as `torch.onnx` does.
+
+Packed sequences and parametrizations (`tests/nn/test_packed_sequence.py`,
+`tests/nn/test_parametrize.py`, `tests/nn/test_parametrizations.py`):
+
+* **`PackedSequence`** keeps the padded batch (in the caller's order) and the lengths; `data`,
+  `batch_sizes` and the index fields are PyTorch's, computed when read, and it unpacks like
+  PyTorch's 4-tuple but is not a namedtuple (no `_replace`). The recurrent layers run on the
+  padded form and stop each sequence after its own length, so in GRAPH mode and nn.Graph the
+  lengths are data: other lengths replay the same graph, and ONNX export gives the LSTM/GRU/RNN
+  node a `sequence_lens` input. There, two things need values and are refused while tracing:
+  reading `packed.data` (its row count is the sum of the lengths) and building a
+  `PackedSequence` from `data`/`batch_sizes`; and a batch must be padded to its longest
+  sequence (eager mode trims extra padding; a compiled recurrent layer raises rather than return
+  a longer output). `enforce_sorted=True` is checked only for lengths known in Python.
+* **Legacy `nn.utils.weight_norm` / `spectral_norm`**: after each call `module.weight` holds
+  the recomputed weight detached (PyTorch keeps its autograd history), which is what lets a
+  compiled call write it back. Their state-dict compatibility hooks (loading old `weight_g` /
+  `weight_v` keys into the parametrization) are not there.
+* **`parametrizations.orthogonal`** has PyTorch's three maps; `householder` without the
+  trivialization reads the weight's Householder QR through NumPy once, at registration or
+  assignment (CPU). `flow.matrix_exp` and `flow.orgqr` (PyTorch's `linalg.householder_product`, not yet
+  under `flow.linalg`) are ops.
+* **In-place shape ops** (`squeeze_`, `unsqueeze_`, `t_`, `transpose_`) make the tensor object
+  the view; `stride()`/`storage_offset()` report NumPy's layout, which is PyTorch's wherever the
+  same op is a view in both (a reshape that must copy starts a new storage in both).
 
 Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_low_precision.py`):
 
