@@ -22,8 +22,9 @@ from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
 from .fuse_layer_norm import layer_normalization
 from .opsets import to_opset
+from .native_ops import global_average_pool, merge_reflect_pads, prelu
 from .peephole import (collapse_reshapes, drop_trailing_empty_outputs, fuse_bias,
-                       global_average_pool, softmax_of_kept_rows)
+                       softmax_of_kept_rows)
 from .subgraphs import at_top, rename, sweep
 from .variants import array_of
 
@@ -251,7 +252,7 @@ class Exporter:
     def finish(self, output_names: list) -> None:
         """Merge repeated nodes, give the graph outputs their names, fold per-channel
         scale-and-shift chains (eval-mode BatchNorm) and bias additions into Conv / Gemm (see
-        fold_affine, peephole), write the nodes in the opset's forms (opsets.py), then drop
+        fold_affine, peephole), make PyTorch's single nodes of some layers (native_ops), write the nodes in the opset's forms (opsets.py), then drop
         nodes and initializers nobody reads."""
         alias = self._merge_repeats()
         produced = {o for n in self.nodes for o in n.output}
@@ -278,8 +279,13 @@ class Exporter:
                                              shape_of, self.const)
         self.nodes = softmax_of_kept_rows(self.nodes, self.initializers, output_names, shape_of)
         self.nodes = drop_dead_row_test(self.nodes, self.initializers, output_names, shape_of)
+        # readers left dead by lowerings (the slices a reflect Pad replaced) would stop the
+        # single-reader rewrites below
+        self.nodes = sweep(self.nodes, output_names)[0]
         self.nodes = global_average_pool(self.nodes, self.initializers, output_names,
                                          self._rank_of())
+        self.nodes = prelu(self.nodes, self.initializers, output_names, shape_of)
+        self.nodes = merge_reflect_pads(self.nodes, self.initializers, output_names, self.const)
         drop_trailing_empty_outputs(self.nodes)
         self.nodes = to_opset(self.nodes, self.initializers, self.opset, self.fresh, self.const)
         self.nodes, live = sweep(self.nodes, output_names)

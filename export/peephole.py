@@ -16,8 +16,8 @@ transforms (NCHWc MaxPool); omitting it says the same.
 as `Where(dead, 0, Softmax(Where(dead, 0, s)))`; with one condition value per row the inner
 Where changes nothing the outer one keeps, so the Softmax reads s directly (exact).
 
-`global_average_pool`: adaptive average pooling to 1x1 as one GlobalAveragePool. LayerNorm's
-arithmetic becomes one LayerNormalization in `fuse_layer_norm.py`.
+LayerNorm's arithmetic becomes one LayerNormalization in `fuse_layer_norm.py`; pooling to 1x1,
+PReLU and reflection padding become PyTorch's single nodes in `native_ops.py`.
 
 Dead Reshapes and initializers are left for the exporter's final sweep.
 """
@@ -225,45 +225,6 @@ def drop_trailing_empty_outputs(nodes: list) -> None:
     for n in nodes:
         while len(n.output) > 1 and n.output[-1] == "":
             n.output.pop()
-
-
-def _uniform(g: _Graph, name: str, shape: tuple) -> bool:
-    """Whether `name` is an initializer of `shape` whose values are all 1 / (its size)."""
-    init = g.inits.get(name)
-    if init is None or tuple(init.dims) != shape:
-        return False
-    values = numpy_helper.to_array(init)
-    return values.dtype.kind == "f" and bool((values == values.dtype.type(1.0 / values.size)).all())
-
-
-def global_average_pool(nodes: list, initializers: list, outputs: list, rank_of) -> list:
-    """The nodes with `MatMul(rows, x)` then `MatMul(., cols)` — adaptive average pooling of a
-    4-d x to 1x1 as averaging matrices of 1/H and 1/W — made one `GlobalAveragePool(x)` (what
-    PyTorch exports; ONNX Runtime runs it in one pass). `rank_of(name)` gives a value's rank
-    (None when unknown)."""
-    g = _Graph(nodes, initializers, outputs)
-    consumer = {i: n for n in nodes for i in n.input if i}
-    dropped = set()
-    for first in nodes:
-        if first.op_type != "MatMul" or rank_of(first.input[1]) != 4:
-            continue
-        init = g.inits.get(first.input[0])
-        out = first.output[0]
-        second = consumer.get(out)
-        if init is None or len(init.dims) != 2 or second is None or \
-                second.op_type != "MatMul" or second.input[0] != out or \
-                not g.read_once(out) or out in outputs:
-            continue
-        h = init.dims[1]
-        cols = g.inits.get(second.input[1])
-        if cols is None or len(cols.dims) != 2 or not _uniform(g, first.input[0], (1, h)) or \
-                not _uniform(g, second.input[1], (cols.dims[0], 1)):
-            continue
-        second.op_type = "GlobalAveragePool"
-        del second.input[:]
-        second.input.append(first.input[1])
-        dropped.add(id(first))
-    return [n for n in nodes if id(n) not in dropped]
 
 
 def _made_by(g: _Graph, name: str | None, op_type: str):

@@ -115,11 +115,44 @@ def _cat_vjp(g, out, *xs, dim):
     return tuple(grads)
 
 
+def _same_size(a, b) -> bool:
+    """Sizes equal in every traced size (export Dims compare their values; ints as ints)."""
+    return getattr(a, "values", a) == getattr(b, "values", b)
+
+
+def _reflected_piece(ctx, value, d: int):
+    """(source value, start, length) when `value` is flip(narrow(source, d, start, length)) along
+    dim d, as `_reflect_side` builds it; else None."""
+    flip = ctx.producer(value)
+    narrow = None if flip is None or flip.op is not flip_op or \
+        tuple(flip.attrs["dims"]) != (d,) else ctx.producer(flip.inputs[0])
+    if narrow is None or narrow.op is not narrow_op or \
+            narrow.attrs["dim"] % len(value.type.shape) != d:
+        return None
+    return narrow.inputs[0], ctx.attr(narrow, "start"), ctx.attr(narrow, "length")
+
+
+def _lower_cat(ctx, node):
+    """Concat; F.pad's reflect mode on one dim (`_reflect_side`: the reflected pieces on both
+    sides of x) as one Pad(mode=reflect), as PyTorch exports it and ONNX Runtime runs in one
+    pass (the export merges the Pads of successive dims)."""
+    d = node.attrs["dim"]
+    if len(node.inputs) == 3:
+        x, pieces = node.inputs[1], [_reflected_piece(ctx, node.inputs[k], d) for k in (0, 2)]
+        if all(p is not None and p[0].id == x.id and isinstance(p[2], int) for p in pieces) and \
+                pieces[0][1] == 1 and \
+                _same_size(pieces[1][1], ctx.shape(x)[d] - 1 - pieces[1][2]):
+            rank = len(x.type.shape)
+            widths = [0] * (2 * rank)
+            widths[d], widths[rank + d] = pieces[0][2], pieces[1][2]
+            return ctx.emit("Pad", [ctx.input(node, 1), ctx.ints(widths)], mode="reflect")
+    return ctx.emit("Concat", ctx.inputs(node), axis=d)
+
+
 cat_op = defop(
     "cat", lambda xp, *xs, dim: xp.concatenate(xs, axis=dim),
     lambda *xs, dim: _like(xs[0], _cat_shape([x.shape for x in xs], dim)),
-    vjp=_cat_vjp, saves=(), promote=True,
-    onnx=lambda ctx, node: ctx.emit("Concat", ctx.inputs(node), axis=node.attrs["dim"]))
+    vjp=_cat_vjp, saves=(), promote=True, onnx=_lower_cat)
 
 
 def _repeat_vjp(g, out, x, repeats):

@@ -14,6 +14,7 @@ from .. import dtype as dt
 from .conv import _batched, _pair, conv2d_op, sliding_windows, window_count
 from .gather import gather
 from .linalg import matmul
+from .reduce import mean
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import reshape
@@ -261,10 +262,13 @@ def adaptive_avg_pool2d(input, output_size):
     """Adaptive average pooling to `output_size` (None keeps that axis), exact PyTorch bins."""
     from ..creation import tensor
     x, unbatched, (oh, ow) = _adaptive_input("adaptive_avg_pool2d", input, output_size)
-    h, w = x.shape[2:]
-    rows = tensor(_averaging_matrix(h, oh), dtype=x.dtype, device=x.device)
-    cols = tensor(_averaging_matrix(w, ow).T, dtype=x.dtype, device=x.device)
-    result = matmul(matmul(rows, x), cols)
+    if (oh, ow) == (1, 1):   # global pooling: a mean, also over dynamic (symbolic) sizes
+        result = mean(x, (2, 3), keepdim=True)
+    else:
+        h, w = x.shape[2:]
+        rows = tensor(_averaging_matrix(h, oh), dtype=x.dtype, device=x.device)
+        cols = tensor(_averaging_matrix(w, ow).T, dtype=x.dtype, device=x.device)
+        result = matmul(matmul(rows, x), cols)
     return reshape(result, result.shape[1:]) if unbatched else result
 
 

@@ -1,0 +1,123 @@
+"""Layers exported as the single ONNX node PyTorch's exporter emits (ReflectionPad -> one Pad in
+reflect mode, PReLU -> PRelu, pooling to 1x1 -> GlobalAveragePool), with batch, height and width
+dynamic, matching eager (and PyTorch) in onnxruntime at two sizes, in opsets 10 to the default;
+and the patterns left alone where the rewrite would change the result."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .helpers import assert_close, eager_outputs, export_checked, run
+
+import dualflow as flow  # noqa: E402
+import dualflow.nn.functional as F  # noqa: E402
+from dualflow import nn  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+DYNAMIC_IMAGE = {"input_0": {0: "batch", 2: "height", 3: "width"}}
+
+
+def _x(*shape, seed=0):
+    return flow.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def _ops(proto) -> list:
+    return [n.op_type for n in proto.graph.node]
+
+
+def matches_at_two_sizes(model, shapes, opset: int, axes: dict = DYNAMIC_IMAGE):
+    proto = export_checked(model, (_x(*shapes[0]),), opset, dynamic_axes=axes)
+    for k, shape in enumerate(shapes):
+        x = _x(*shape, seed=k)
+        assert_close(run(proto, [x.numpy()]), eager_outputs(model, (x,)), f"{shape}")
+    return proto
+
+
+@pytest.mark.parametrize("opset", [10, 11, 13, 17])
+def test_reflection_pad_2d_is_one_pad(opset):
+    model = nn.ReflectionPad2d((1, 3, 2, 0))
+    proto = matches_at_two_sizes(model, [(2, 3, 5, 6), (3, 3, 8, 4)], opset)
+    assert _ops(proto) == ["Pad"]
+    x = np.random.default_rng(1).standard_normal((1, 3, 4, 5)).astype(np.float32)
+    want = torch.nn.ReflectionPad2d((1, 3, 2, 0))(torch.tensor(x)).numpy()
+    np.testing.assert_array_equal(run(proto, [x])[0], want)
+
+
+def test_reflection_pad_1d_and_f_pad_reflect_on_three_dims():
+    proto = matches_at_two_sizes(nn.ReflectionPad1d(2), [(2, 3, 5), (4, 3, 9)], 17,
+                                 {"input_0": {0: "batch", 2: "length"}})
+    assert _ops(proto) == ["Pad"]
+
+    class Pad3d(nn.Module):
+        def forward(self, x):
+            return F.pad(x, (1, 1, 2, 0, 1, 2), mode="reflect")
+    proto = matches_at_two_sizes(Pad3d(), [(1, 2, 4, 5, 3), (2, 2, 4, 6, 3)], 17,
+                                 {"input_0": {0: "batch", 3: "height"}})
+    assert _ops(proto) == ["Pad"]
+
+
+def test_a_cat_that_only_looks_like_reflection_stays_a_concat():
+    class Flipped(nn.Module):
+        def forward(self, x):      # the right piece starts one step too early: not a reflection
+            left = x.narrow(3, 1, 2).flip(3)
+            right = x.narrow(3, x.shape[3] - 4, 2).flip(3)
+            return flow.cat([left, x, right], 3)
+    proto = matches_at_two_sizes(Flipped(), [(1, 2, 3, 6), (2, 2, 4, 7)], 17)
+    assert "Pad" not in _ops(proto) and "Concat" in _ops(proto)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("opset", [10, 11, 13, 17])
+def test_prelu_is_prelu(channels, opset):
+    model = nn.PReLU(channels)
+    with flow.no_grad():
+        model.weight.copy_(flow.tensor(np.linspace(-0.5, 0.7, channels).astype(np.float32)))
+    proto = matches_at_two_sizes(model, [(2, 3, 4, 5), (3, 3, 6, 2)], opset)
+    assert "PRelu" in _ops(proto) and "Where" not in _ops(proto)
+    special = np.array([0.0, -0.0, np.nan, -np.inf, np.inf, -2.0], np.float32)
+    x = np.broadcast_to(special, (1, 3, 1, 6)).copy()
+    got, want = run(proto, [x])[0], eager_outputs(model, (flow.tensor(x),))[0]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_prelu_on_rows_and_a_where_of_another_shape_is_kept():
+    proto = matches_at_two_sizes(nn.PReLU(4), [(3, 4), (7, 4)], 17, {"input_0": {0: "batch"}})
+    assert "PRelu" in _ops(proto)
+
+    class Widening(nn.Module):   # x * w is wider than x: PRelu's slope cannot widen
+        def forward(self, x):
+            return flow.where(x >= 0, x, x * flow.ones(2, 1, 1))
+    proto = matches_at_two_sizes(Widening(), [(1, 3, 4), (1, 5, 4)], 17,
+                                 {"input_0": {1: "rows"}})
+    assert "PRelu" not in _ops(proto)
+
+
+class MeanPool(nn.Module):
+    def forward(self, x):
+        return x.mean((2, 3), keepdim=True) + x.mean((-1, -2), keepdim=True)
+
+
+@pytest.mark.parametrize("opset", [10, 11, 13, 17, 18])
+def test_pooling_to_one_by_one_is_global_average_pool(opset):
+    for model in (nn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool2d((1, 1)), MeanPool()):
+        proto = matches_at_two_sizes(model, [(2, 3, 5, 6), (3, 3, 9, 4)], opset)
+        assert set(_ops(proto)) <= {"GlobalAveragePool", "Add"} and "GlobalAveragePool" in \
+            _ops(proto)
+
+
+def test_adaptive_average_pooling_to_one_by_one_matches_pytorch():
+    x = np.random.default_rng(2).standard_normal((2, 3, 7, 5))
+    got = F.adaptive_avg_pool2d(flow.tensor(x, requires_grad=True), 1)
+    got.sum().backward()
+    want = torch.nn.functional.adaptive_avg_pool2d(torch.tensor(x), 1).numpy()
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=4 * 35 * np.finfo(float).eps)
+
+
+def test_other_means_are_left_as_reduce_mean():
+    class Rows(nn.Module):
+        def forward(self, x):
+            return x.mean((1, 2), keepdim=True), x.mean((2, 3))
+    proto = matches_at_two_sizes(Rows(), [(2, 3, 5, 6), (3, 3, 9, 4)], 17)
+    assert "GlobalAveragePool" not in _ops(proto)
