@@ -113,8 +113,10 @@ def _check(node, opset: int) -> None:
             if default is not None and default.HasField("type") and \
                     helper.get_attribute_value(attr) == helper.get_attribute_value(default):
                 continue   # the value the older form always used
+            value = helper.get_attribute_value(attr)
+            value = value.decode() if isinstance(value, bytes) else value
             _needs(node, _first(op, lambda s: attr.name in s.attributes, opset), opset,
-                   f"ONNX {op}'s attribute {attr.name}={helper.get_attribute_value(attr)!r}")
+                   f"ONNX {op}'s attribute {attr.name}={value!r}")
         kept.append(attr)
     if len(kept) != len(node.attribute):
         del node.attribute[:]
@@ -210,6 +212,35 @@ def _or_equal(strict: str):
     return rewrite
 
 
+def _depth_to_space(rw: _Rewriter, node):
+    """DepthToSpace before 11 has only the DCR order; PyTorch's pixel shuffle (CRD) is
+    Reshape (N, C, r, r, H, W), Transpose (N, C, H, r, W, r), Reshape (N, C, H*r, W*r), with the
+    sizes read at run time."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if attrs.get("mode", b"DCR") != b"CRD":
+        return None
+    r, x = attrs["blocksize"], node.input[0]
+    parts = []
+
+    def emit(op_type: str, inputs: list, output: str | None = None, **kw) -> str:
+        made = helper.make_node(op_type, inputs, [output or rw.fresh(op_type)], **kw)
+        made.name, made.doc_string = f"{node.name}/{op_type}_{len(parts)}", node.doc_string
+        parts.append(made)
+        return made.output[0]
+
+    def ints(values) -> str:
+        return rw.const(np.asarray(values, np.int64))
+    shape = emit("Shape", [x])
+    n, crr, h, w = (emit("Gather", [shape, ints([k])], axis=0) for k in range(4))
+    c = emit("Div", [crr, ints([r * r])])
+    blocks = emit("Reshape", [x, emit("Concat", [n, c, ints([r, r]), h, w], axis=0)])
+    moved = emit("Transpose", [blocks], perm=[0, 1, 4, 2, 5, 3])
+    size = emit("Concat", [n, c, emit("Mul", [h, ints([r])]), emit("Mul", [w, ints([r])])],
+                axis=0)
+    emit("Reshape", [moved, size], output=node.output[0])
+    return parts
+
+
 _REDUCE_AXES = {op: (18, _input_to_attribute(1, "axes", 18, f"{op}'s axes"))
                 for op in ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceL1",
                            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}
@@ -221,6 +252,7 @@ _RULES = {
     "Clip": (11, _clip),
     "Pad": (11, _pad),
     "Resize": (13, _resize),
+    "DepthToSpace": (11, _depth_to_space),
     "GreaterOrEqual": (12, _or_equal("Greater")),
     "LessOrEqual": (12, _or_equal("Less")),
     **_REDUCE_AXES,

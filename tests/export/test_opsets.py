@@ -11,6 +11,7 @@ from .helpers import assert_close, eager_outputs, export_checked, run
 import dualflow as flow  # noqa: E402
 import dualflow.nn.functional as F  # noqa: E402
 from dualflow import nn  # noqa: E402
+from dualflow.nn import init  # noqa: E402
 from dualflow.export import ExportError, to_onnx  # noqa: E402
 
 DEFAULT_OPSET = 17
@@ -30,33 +31,36 @@ def matches_at_two_sizes(model, args: tuple, other: tuple, opset: int, dynamic_a
 
 
 class SuperResolutionNet(nn.Module):
-    """The PyTorch super-resolution tutorial's network (exported there with opset 10), its pixel
-    shuffle written out as reshape and permute."""
+    """The PyTorch super-resolution tutorial's network, as written there (which exports it with
+    opset 10); its pixel shuffle is DepthToSpace in CRD order, spelled out before opset 11."""
 
-    def __init__(self, upscale: int = 3):
+    def __init__(self, upscale_factor: int = 3):
         super().__init__()
-        self.upscale = upscale
-        self.conv1 = nn.Conv2d(1, 64, 5, padding=2)
-        self.conv2 = nn.Conv2d(64, 64, 3, padding=1)
-        self.conv3 = nn.Conv2d(64, 32, 3, padding=1)
-        self.conv4 = nn.Conv2d(32, upscale ** 2, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.conv1 = nn.Conv2d(1, 64, (5, 5), (1, 1), (2, 2))
+        self.conv2 = nn.Conv2d(64, 64, (3, 3), (1, 1), (1, 1))
+        self.conv3 = nn.Conv2d(64, 32, (3, 3), (1, 1), (1, 1))
+        self.conv4 = nn.Conv2d(32, upscale_factor ** 2, (3, 3), (1, 1), (1, 1))
+        self.pixel_shuffle = nn.PixelShuffle(upscale_factor)
+        init.orthogonal_(self.conv1.weight, init.calculate_gain("relu"))
+        init.orthogonal_(self.conv2.weight, init.calculate_gain("relu"))
+        init.orthogonal_(self.conv3.weight, init.calculate_gain("relu"))
+        init.orthogonal_(self.conv4.weight)
 
     def forward(self, x):
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        x = F.relu(self.conv3(x))
-        x = self.conv4(x)
-        n, _, h, w = x.shape
-        r = self.upscale
-        x = x.reshape(n, 1, r, r, h, w).permute(0, 1, 4, 2, 5, 3)
-        return x.reshape(n, 1, h * r, w * r)
+        x = self.relu(self.conv1(x))
+        x = self.relu(self.conv2(x))
+        x = self.relu(self.conv3(x))
+        return self.pixel_shuffle(self.conv4(x))
 
 
 @pytest.mark.parametrize("opset", [10, 11, 12, DEFAULT_OPSET])
 def test_super_resolution_tutorial_exports_at_opset_10_and_later(opset):
-    proto = matches_at_two_sizes(SuperResolutionNet(), (_x(1, 1, 12, 10),), (_x(3, 1, 12, 10),),
-                                 opset, {"input_0": {0: "batch"}})
+    proto = matches_at_two_sizes(SuperResolutionNet(), (_x(1, 1, 12, 10),),
+                                 (_x(3, 1, 7, 9, seed=1),), opset,
+                                 {"input_0": {0: "batch", 2: "height", 3: "width"}})
     assert proto.opset_import[0].version == opset
+    assert ("DepthToSpace" in {n.op_type for n in proto.graph.node}) == (opset >= 11)
 
 
 class Classifier(nn.Module):
