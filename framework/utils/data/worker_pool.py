@@ -186,7 +186,11 @@ class MultiProcessIterator:
                     raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
                                        f"waiting for a batch from its workers") from None
                 continue
-            return wid, epoch, task, pickle.loads(payload)
+            try:
+                return wid, epoch, task, pickle.loads(payload)
+            except Exception as exc:   # e.g. a class the worker has and this process lacks
+                raise RuntimeError(f"DataLoader worker process {wid} sent a batch this process "
+                                   f"cannot unpickle: {type(exc).__name__}: {exc}") from exc
 
     def _check_workers(self) -> None:
         dead = [w for w in self._workers if not w.is_alive()]
