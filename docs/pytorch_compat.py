@@ -118,7 +118,11 @@ Porting API (this page's tests: `tests/test_tensor_api.py`, `tests/test_namespac
 * **`flow.onnx.export`** takes `input_names`, `output_names`, `dynamic_axes`, `opset_version`
   (default 17), `do_constant_folding` and `export_params` (True only), and returns the
   `onnx.ModelProto` (PyTorch 2 returns an `ONNXProgram` or None). The dynamo-era arguments are
-  not accepted.
+  not accepted. `opset_version` may be 10 to the newest; an op the opset lacks is refused naming
+  it, its line and the opset it needs (PyTorch's exporter does the same, op by op). float64
+  LSTM/GRU/RNN layers export as a Scan over the cell math (ONNX Runtime runs no double LSTM
+  node), not as the LSTM node PyTorch emits. An interpolate `scale_factor` on a dynamic size must
+  be exact in float32 (2, 1.5, 0.25, ...), else that axis cannot be dynamic.
 * **`flow.load` of PyTorch checkpoints** reads the zip format of `torch.save` (PyTorch >= 1.6):
   state dicts, optimizer state dicts and containers of tensors. A restricted unpickler resolves
   only tensor/parameter rebuilds, storage types, dtypes, `torch.Size`, `torch.device`,

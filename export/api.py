@@ -33,7 +33,9 @@ def to_onnx(model, args, f=None, *, input_names=None, output_names=None, dynamic
     that follows them (reshape targets, slice bounds, tensors created in forward) is computed
     from the inputs' shapes at run time. `do_constant_folding` evaluates nodes whose inputs are
     all known at export time (constants and tensors created while tracing) with NumPy; it does
-    not fold through parameters, which keep their names.
+    not fold through parameters, which keep their names. `opset_version` may be 10 to the
+    newest ONNX knows; an op the chosen opset lacks is refused naming the op, its source line
+    and the first opset that has it (export/opsets.py).
     The model is written to `f` (a path or a binary file object) when given.
     """
     if not isinstance(opset_version, int) or not \
