@@ -1,7 +1,9 @@
-"""The eager autograd engine; importing it installs the tape recorder into the op dispatcher."""
+"""The eager autograd engine; importing it installs the tape recorder into the op dispatcher and
+`Tensor.backward` / `register_post_accumulate_grad_hook` into `Tensor`."""
 from dualflow.ops import dispatch as _dispatch
+from dualflow.ops.opdef import install_methods
 
-from . import engine, functional, profiling  # noqa: F401  (profiling times backward nodes)
+from . import engine, functional, post_accumulate, profiling  # noqa: F401  (profiling times backward nodes)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from .function import Function, FunctionCtx
@@ -10,6 +12,8 @@ from .gradcheck import gradcheck
 
 _dispatch.hooks.record = engine.record
 _dispatch.hooks.make_inplace_rebase = engine.rebase_inplace
+install_methods({"backward": engine.tensor_backward,
+                 "register_post_accumulate_grad_hook": post_accumulate.register})
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode", "is_grad_enabled", "detect_anomaly",

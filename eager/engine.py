@@ -18,6 +18,7 @@ import weakref
 import numpy as np
 
 from dualflow import dtype as dt
+from dualflow.creation import ones_like, tensor, zeros, zeros_like
 from dualflow.device import CPU
 from dualflow.ops import core as core_ops
 from dualflow.ops.dispatch import state
@@ -488,19 +489,16 @@ def _release_dependency(edge: Node, deps: dict, queue: list) -> None:
 
 
 def _zeros_for(t: TensorType):
-    from dualflow.creation import zeros
     return zeros(t.shape, dtype=t.dtype, device=t.device)
 
 
 def _seed(t: Tensor, g, what: str) -> Tensor:
-    from dualflow.creation import ones_like
     if g is None:
         if t.numel() != 1:
             raise RuntimeError(f"{what}: grad can be implicitly created only for scalar outputs; "
                                f"this output has shape {tuple(t.shape)}, so pass a gradient")
         return ones_like(t)
     if not isinstance(g, Tensor):
-        from dualflow.creation import tensor
         g = tensor(g, dtype=t.dtype)
     if tuple(g.shape) != tuple(t.shape):
         raise RuntimeError(f"{what}: the gradient has shape {tuple(g.shape)} but the output has "
@@ -510,6 +508,12 @@ def _seed(t: Tensor, g, what: str) -> Tensor:
 
 def _as_list(x) -> list:
     return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def tensor_backward(self: Tensor, gradient=None, retain_graph=None, create_graph: bool = False,
+                    inputs=None) -> None:
+    """`Tensor.backward`: `backward` of this one tensor."""
+    backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False,
@@ -557,7 +561,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
         g = capture[id(x)]
         if g is None:
             if materialize_grads:
-                from dualflow.creation import zeros_like
                 g = zeros_like(x)
             elif not allow_unused:
                 raise RuntimeError(f"autograd.grad: input {i} (shape {tuple(x.shape)}) was not "

@@ -9,11 +9,12 @@ from .device import Device as device
 from .tensor import Tensor
 from . import ops
 from .ops import EXPORTS as _OP_EXPORTS, METHODS as _OP_METHODS
-from .tensor import install_methods as _install_methods
+from .ops.opdef import install_methods as _install_methods
 from .creation import *  # noqa: F401,F403
 from .creation import METHODS as _CREATION_METHODS
 from .size import Size
-from .legacy_types import TYPES as _LEGACY_TYPES
+from .legacy_types import METHODS as _LEGACY_METHODS, TYPES as _LEGACY_TYPES
+from .printing import METHODS as _PRINTING_METHODS
 from . import accelerator, backends, cuda, onnx  # noqa: E402  (PyTorch's namespaces)
 from . import linalg, sparse  # noqa: E402  (torch.linalg, torch.sparse)
 from .sparse import sparse_coo_tensor, spmm  # noqa: E402
@@ -28,7 +29,9 @@ half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
 
 _install_methods(_OP_METHODS)
-_install_methods(_CREATION_METHODS)  # new_zeros, new_tensor, ...
+_install_methods(_CREATION_METHODS)  # Tensor(...), new_zeros, new_tensor, ...
+_install_methods(_LEGACY_METHODS)  # type
+_install_methods(_PRINTING_METHODS)  # repr
 _install_methods(sparse.METHODS)  # to_sparse, is_sparse
 globals().update(_OP_EXPORTS)
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...

@@ -291,7 +291,16 @@ def new_tensor(self, data, dtype=None, device=None, requires_grad=False) -> Tens
                   device=device if device is not None else self.device, requires_grad=requires_grad)
 
 
-METHODS = {"new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty,
+def _construct(self, *args, dtype=None, device=None, requires_grad=False) -> None:
+    """`Tensor(data)` copies data like `tensor()`; `Tensor(2, 3)` is uninitialised float32."""
+    if len(args) == 1 and not isinstance(args[0], int):
+        src = tensor(args[0], dtype=dtype or dt.get_default_dtype(), device=device)
+    else:
+        src = empty(*args, dtype=dtype, device=device)
+    self._init(src._data, requires_grad)
+
+
+METHODS = {"__init__": _construct, "new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty,
            "new_full": new_full, "new_tensor": new_tensor}
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like",

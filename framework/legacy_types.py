@@ -9,6 +9,7 @@ accepts those names, PyTorch's (`torch.FloatTensor`), the type classes and dtype
 from __future__ import annotations
 
 from . import dtype as dt
+from .creation import empty, tensor
 from .device import CPU, Device
 from .size import Size
 from .tensor import Tensor
@@ -28,7 +29,6 @@ class _LegacyType(type):
         return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device == CPU
 
     def __call__(cls, *args) -> Tensor:
-        from .creation import empty, tensor
         if not args:
             return empty(0, dtype=cls.dtype)
         if len(args) == 1 and isinstance(args[0], Size):
@@ -74,3 +74,12 @@ def convert(t: Tensor, target) -> Tensor:
             raise ValueError(f"type(): unknown tensor type {target!r}; expected e.g. "
                              f"'dualflow.FloatTensor' or one of {sorted(_BY_NAME)}")
     return t.to(dtype=dt.to_dtype(target))
+
+
+def _type(t: Tensor, dtype=None):
+    """`Tensor.type()`: no argument, the type name ('dualflow.FloatTensor'); else a copy converted
+    to a dtype, a legacy type (`flow.LongTensor`) or a type name (PyTorch's 'torch.*Tensor' too)."""
+    return type_name(t) if dtype is None else convert(t, dtype)
+
+
+METHODS = {"type": _type}

@@ -36,3 +36,6 @@ def tensor_repr(t) -> str:
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return prefix + body + "".join(", " + e for e in extras) + ")"
+
+
+METHODS = {"__repr__": tensor_repr}

@@ -14,21 +14,15 @@ from .size import Size
 _BY_NP = dt._BY_NP
 _new = object.__new__
 _tuple_new = tuple.__new__   # a Size from a shape, whose entries are ints already
+# The graph tracer's check, `check(tensor, what)`: a tensor's value read in Python while a
+# trace runs in this thread would be baked into the graph, so the check refuses it.
+value_reads: list = []
 
 
 class Tensor:
     __slots__ = ("_data", "requires_grad", "grad", "grad_fn", "_version", "_output_nr",
                  "_retains_grad", "_hooks", "_view_of", "__weakref__")
     __array_priority__ = 1000  # so `ndarray + Tensor` defers to Tensor.__radd__
-
-    def __init__(self, *args, dtype=None, device=None, requires_grad=False):
-        """`Tensor(data)` copies data like `tensor()`; `Tensor(2, 3)` is uninitialised float32."""
-        from .creation import tensor, empty
-        if len(args) == 1 and not isinstance(args[0], int):
-            src = tensor(args[0], dtype=dtype or dt.get_default_dtype(), device=device)
-        else:
-            src = empty(*args, dtype=dtype, device=device)
-        self._init(src._data, requires_grad)
 
     def _init(self, data, requires_grad=False, output_nr=0):
         self._data = data
@@ -126,18 +120,24 @@ class Tensor:
 
     # ---- leaving the framework ---------------------------------------------------------------
     def numpy(self) -> np.ndarray:
+        if value_reads:
+            value_reads[0](self, ".numpy()")
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on a tensor that requires grad; "
                                "use tensor.detach().numpy() instead")
         return to_device_array(self._data, Device("cpu"))
 
     def item(self):
+        if value_reads:   # also float(), int(), bool() and an `if` on a tensor
+            value_reads[0](self, ".item(), float(), int() or bool() (an `if` on a tensor)")
         if self.numel() != 1:
             raise ValueError(f"item(): only one-element tensors can be converted to a Python "
                              f"scalar, this one has shape {tuple(self.shape)}")
         return to_device_array(self._data, Device("cpu")).reshape(()).item()
 
     def tolist(self):
+        if value_reads:
+            value_reads[0](self, ".tolist()")
         return to_device_array(self._data, Device("cpu")).tolist()
 
     def __bool__(self) -> bool:
@@ -213,15 +213,6 @@ class Tensor:
                     hooks.remove(hook)
         return _Handle()
 
-    def register_post_accumulate_grad_hook(self, hook):
-        """`hook(leaf)` runs after a backward's last gradient for this leaf is in `.grad`."""
-        from dualflow.eager.post_accumulate import register
-        return register(self, hook)
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
-        from dualflow.eager.engine import backward
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
-
     def detach(self) -> "Tensor":
         t = Tensor._wrap(self._data)
         t._version = self._version
@@ -231,42 +222,6 @@ class Tensor:
         self.grad_fn = None
         self.requires_grad = False
         return self
-
-    # ---- movement ------------------------------------------------------------------------------
-    def to(self, *args, **kwargs) -> "Tensor":
-        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; copy only when needed."""
-        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
-        for a in args:
-            if isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, (Device, str)) and not (isinstance(a, str) and a in dt._BY_NAME):
-                device = Device(a)
-            else:
-                dtype = dt.to_dtype(a)
-        out = self
-        if dtype is not None and dt.to_dtype(dtype) is not self.dtype:
-            from .ops.core import cast
-            out = cast(out, dtype=dt.to_dtype(dtype))
-        if device is not None and Device(device) != out.device:
-            from .ops.core import to_device
-            out = to_device(out, device=Device(device))
-        return out
-
-    def cpu(self) -> "Tensor":
-        return self.to("cpu")
-
-    def cuda(self, index: int = 0) -> "Tensor":
-        return self.to(Device("cuda", index))
-
-    def type(self, dtype=None):
-        """No argument: the type name ('dualflow.FloatTensor'); else a copy converted to a dtype,
-        a legacy type (`flow.LongTensor`) or a type name (PyTorch's 'torch.*Tensor' too)."""
-        from . import legacy_types
-        return legacy_types.type_name(self) if dtype is None else legacy_types.convert(self, dtype)
-
-    def __repr__(self) -> str:
-        from .printing import tensor_repr
-        return tensor_repr(self)
 
     def __deepcopy__(self, memo):
         """A copy on the same device (pickling would go through NumPy and land on the CPU)."""
@@ -285,21 +240,3 @@ def _rebuild(array, requires_grad):
     t = Tensor._wrap(array)
     t.requires_grad = requires_grad
     return t
-
-
-def install_methods(table: dict) -> None:
-    """Attach an op family's public functions to `Tensor` as methods (OpDefs get a plain function
-    wrapper, so they bind `self` like any method)."""
-    from .ops.opdef import OpDef
-    from .ops.dispatch import apply
-    for name, fn in table.items():
-        if isinstance(fn, OpDef):
-            fn = _op_method(fn, apply)
-        setattr(Tensor, name, fn)
-
-
-def _op_method(op, apply):
-    def method(*inputs, **attrs):
-        return apply(op, inputs, attrs)
-    method.__name__ = op.name
-    return method

@@ -130,7 +130,27 @@ def to(x, device):
     return x if x.device == device else to_device(x, device=device)
 
 
-METHODS = {"clone": clone, "broadcast_to": lambda x, shape: broadcast_to(x, shape=tuple(shape)),
+def tensor_to(self, *args, **kwargs):
+    """`Tensor.to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; copy only when needed."""
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    for a in args:
+        if hasattr(a, "_data"):   # a Tensor: its device and dtype
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, (Device, str)) and not (isinstance(a, str) and a in dt._BY_NAME):
+            device = Device(a)
+        else:
+            dtype = dt.to_dtype(a)
+    out = self
+    if dtype is not None and dt.to_dtype(dtype) is not self.dtype:
+        out = cast(out, dtype=dt.to_dtype(dtype))
+    if device is not None and Device(device) != out.device:
+        out = to_device(out, device=Device(device))
+    return out
+
+
+METHODS = {"to": tensor_to, "cpu": lambda x: tensor_to(x, "cpu"),
+           "cuda": lambda x, index=0: tensor_to(x, Device("cuda", index)),
+           "clone": clone, "broadcast_to": lambda x, shape: broadcast_to(x, shape=tuple(shape)),
            "expand_as": lambda x, other: broadcast_to(x, shape=tuple(other.shape)),
            "float": lambda x: to_dtype(x, dt.float32), "double": lambda x: to_dtype(x, dt.float64),
            "half": lambda x: to_dtype(x, dt.float16),

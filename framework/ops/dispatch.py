@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtype as dt
 from ..device import as_array, xp_of
 from ..tensor import Tensor
+from .registry import REGISTRY
 
 
 class _State(threading.local):
@@ -334,8 +335,7 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
                            "an in-place operation")
     first = target
     if needs_grad and _reads_first_input(op):  # tracing: a name for the value before the store
-        from .core import identity
-        first = identity(target)
+        first = apply(REGISTRY["identity"], (target,), {})
     result = apply(op, (first, *others), attrs)
     if result.shape != target.shape:
         raise OpError(f"{name}: the result shape {tuple(result.shape)} does not match the "
@@ -347,8 +347,7 @@ def apply_inplace(op, target, others, attrs, name: str | None = None):
         result = cast(result, dtype=target.dtype)
     write_back = view_of is not None and (needs_grad or interp is not EAGER)
     if write_back:
-        from .arith import sub
-        delta = sub(result, target)
+        delta = apply(REGISTRY["sub"], (result, target), {})
     interp.store(target, result)
     if result.requires_grad:
         hooks.make_inplace_rebase(target, result)
@@ -387,10 +386,9 @@ def _write_back(interp, view_of, delta) -> None:
     """After an in-place op on a view: give the base the new values' history (and, in a graph,
     the new values). A view op selects or rearranges, so its VJP scatters a change of the view
     back into the base's shape: base' = base + VJP(view' - view)."""
-    from .arith import add
     base, op, attrs = view_of
     back = op.vjp(delta, None, base, **attrs)[0]
-    new_base = add(base, back)
+    new_base = apply(REGISTRY["add"], (base, back), {})
     if interp is not EAGER:  # eager memory is shared and already updated; SSA values are not
         interp.store(base, new_base)
     if new_base.requires_grad:
@@ -400,5 +398,4 @@ def _write_back(interp, view_of, delta) -> None:
 
 
 def cast(x, dtype):
-    from .core import cast as cast_op
-    return cast_op(x, dtype=dtype)
+    return apply(REGISTRY["cast"], (x,), {"dtype": dtype})

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..dtype import DType
-
-REGISTRY: dict[str, "OpDef"] = {}
+from ..tensor import Tensor
+from .dispatch import apply
+from .registry import REGISTRY
 
 ALL_INPUTS = None  # `saves` default: the VJP may read every input
 AMP_POLICIES = (None, "low", "float32")
@@ -154,4 +155,18 @@ class not_exportable:  # noqa: N801 - used like a value in `onnx=` tables
         self.reason = reason
 
 
-from .dispatch import apply  # noqa: E402  (dispatch needs OpDef's module to exist first)
+def install_methods(table: dict) -> None:
+    """Attach public functions to `Tensor` as methods (OpDefs get a plain function wrapper, so
+    they bind `self` like any method). `Tensor` gets every method that needs the op layer or
+    the engine this way, at import, so tensor.py imports nothing built on it."""
+    for name, fn in table.items():
+        if isinstance(fn, OpDef):
+            fn = _op_method(fn, apply)
+        setattr(Tensor, name, fn)
+
+
+def _op_method(op, apply):
+    def method(*inputs, **attrs):
+        return apply(op, inputs, attrs)
+    method.__name__ = op.name
+    return method
