@@ -209,7 +209,7 @@ class RNNBase(Module):
         """A packed batch: the padded form, each sequence stopped after its own length; the
         final states are each sequence's at its last step, in the caller's batch order."""
         padded, lengths, _ = input.padded()
-        output, final_states = self._run(padded, hx, lengths)
+        output, final_states = self._run(padded, hx, lengths.to(padded.device))
         return input._replace_padded(output), self._states_out(final_states)
 
     def _run(self, input, hx, lengths=None) -> tuple:

@@ -251,7 +251,8 @@ def unpad_sequence(padded_sequences: Tensor, lengths, batch_first: bool = False)
     """The list of (L_i, *) tensors a padded batch holds."""
     if batch_first:
         padded_sequences = padded_sequences.transpose(0, 1)
-    return [padded_sequences[:int(n), b] for b, n in enumerate(_values(lengths).tolist())]
+    lengths = lengths.tolist() if isinstance(lengths, Tensor) else list(lengths)
+    return [padded_sequences[:int(n), b] for b, n in enumerate(lengths)]
 
 
 def unpack_sequence(packed_sequences: PackedSequence) -> list:
