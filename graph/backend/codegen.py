@@ -5,6 +5,8 @@ ufuncs, fused kernels and OpDef kernels bound as globals and attrs written inlin
 results go where the memory plan says (a reused slot, a dying input, a parameter's own array);
 every name is deleted after its last use so NumPy frees it; state updates that did not run in
 place are copied into their tensors at the end; each line's comment names the node's user source.
+Every name, literal, shape and comment goes through `source_text.py` (graph files and module
+names are outside text); the {line: node} table maps tracebacks back to nodes.
 
 Small slots and fused kernels' small scratch buffers persist between calls (`persistent_slots`):
 allocating a small array costs about as much as a small kernel (0.2 µs), so a step of tiny
@@ -24,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from ..ir.core import Graph
-from . import emit
+from . import emit, source_text
 from .memory import MemoryPlan, last_uses, nbytes
 
 _counter = itertools.count()
@@ -67,7 +69,7 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
     lines = ["def run(I, P):"]
     line_nodes: dict = {}
     if graph.inputs:
-        lines.append(f"    {', '.join(f'v{v.id}' for v in graph.inputs)}, = I")
+        lines.append(f"    {', '.join(_value_name(v) for v in graph.inputs)}, = I")
         lines.append("    I.clear()")
     kept = persistent_slots(plan)
     held = [(f"S{k}", [(tuple(plan.slots[k].shape), plan.slots[k].dtype.np)], False)
@@ -82,11 +84,11 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
         return held[-1][0]
     header = len(lines)     # the persistent set is unpacked here (see the end)
     for k, v in enumerate(graph.params):
-        lines.append(f"    v{v.id} = P[{k}]._data")
-    names = {v.id: f"v{v.id}" for v in graph.inputs + graph.params}
+        lines.append(f"    {_value_name(v)} = P[{k}]._data")
+    names = {v.id: _value_name(v) for v in graph.inputs + graph.params}
     for v in graph.consts:
-        env[f"C{v.id}"] = v.ref
-        names[v.id] = f"C{v.id}"
+        names[v.id] = source_text.name("C", v.id)
+        env[names[v.id]] = v.ref
     frees = frees_after(graph, plan)
     for i, n in enumerate(graph.nodes):
         if on_node is not None:
@@ -96,19 +98,19 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
                 continue
             t = plan.slots[k]
             env[f"D{k}"] = t.dtype.np
-            lines.append(f"    S{k} = _empty({tuple(t.shape)!r}, D{k})")
+            lines.append(f"    S{k} = _empty({source_text.shape(t.shape)}, D{k})")
         dest = _dest_name(plan.dest.get(i), names)
         args = [names[v.id] for v in n.inputs]
         expr, is_array = emit.call(n, i, args, dest, env, xp, scratch_for)
         if not n.returns_tuple() and not n.outputs[0].type.shape and not is_array:
             expr = f"_asarray({expr})"  # NumPy reductions return scalars; keep arrays
-        outs = ", ".join(f"v{v.id}" for v in n.outputs) + ("," if n.returns_tuple() else "")
-        where = n.where()
-        lines.append(f"    {outs} = {expr}  # {n.op.name}" + (f" {where}" if where else ""))
+        outs = ", ".join(_value_name(v) for v in n.outputs) + ("," if n.returns_tuple() else "")
+        note = source_text.comment(f"{n.op.name} {n.where()}".rstrip())
+        lines.append(f"    {outs} = {expr}  # {note}")
         line_nodes[len(lines)] = n
         if on_node is not None:
             lines.append(f"    _node_done({i}, _t)")
-        names.update({v.id: f"v{v.id}" for v in n.outputs})
+        names.update({v.id: _value_name(v) for v in n.outputs})
         dead = [names[d] for d in frees.get(i, ()) if not names[d].startswith("C")]
         dead += [f"S{k}" for k in plan.slot_free.get(i, ()) if k not in kept_ids]
         if dead:
@@ -122,10 +124,14 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
         lines.append("    _free_sets.append(B)")
     lines.append(f"    return [{', '.join(names[v.id] for v in graph.outputs)}]")
     source = "\n".join(lines) + "\n"
-    filename = f"<dualflow-graph-{next(_counter)}:{graph.name}>"
+    filename = f"<dualflow-graph-{next(_counter)}:{source_text.tag(graph.name)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), env)  # noqa: S102 - our own generated code
     return source, env["run"], line_nodes, filename
+
+
+def _value_name(v) -> str:
+    return source_text.name("v", v.id)
 
 
 def _set_factory(xp, held: list):

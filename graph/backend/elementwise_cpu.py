@@ -17,7 +17,8 @@ import re
 from dualflow.ops.constants import zeros_view
 
 from ..ir import fused
-from ..ir.fused import BODY_COMPILERS, can_write_out, literal, special_lines, template_for
+from ..ir.fused import BODY_COMPILERS, can_write_out, special_lines, template_for
+from . import source_text
 
 
 def fill_template(template: str, args: list, dest: str | None, zero: str) -> str:
@@ -33,14 +34,16 @@ _counter = itertools.count()
 
 
 def kernel_call(kname: str, args: list, attrs: dict, env: dict, prefix: str, out: str | None):
-    """`K(xp, a, b, attr=1, out=o)`: attrs inline when literal, else bound in env."""
+    """`K(xp, a, b, attr=1, out=o)`: attrs inline when literal, else bound in env (attr names
+    and literals as `source_text` allows)."""
     parts = ["xp", *args]
     for k, v in attrs.items():
-        if literal(v):
-            parts.append(f"{k}={v!r}")
-        else:
-            env[f"{prefix}_{k}"] = v
-            parts.append(f"{k}={prefix}_{k}")
+        key = source_text.keyword(k, f"{kname}'s attrs")
+        text = source_text.literal(v)
+        if text is None:
+            text = f"{prefix}_{key}"
+            env[text] = v
+        parts.append(f"{key}={text}")
     if out is not None:
         parts.append(f"out={out}")
     return f"{kname}({', '.join(parts)})"
@@ -111,8 +114,8 @@ class _BodyCompiler:
         """The shape of a step's buffer: block-sized along the first axis when blocked."""
         shape = tuple(vtype.shape)
         if self._blocked(vtype):
-            return "(n, " + "".join(f"{d}, " for d in shape[1:]) + ")"
-        return repr(shape)
+            return "(n, " + "".join(f"{source_text.dim(d)}, " for d in shape[1:]) + ")"
+        return source_text.shape(shape)
 
     def types(self) -> list:
         return list(self.body.input_types) + [s.type for s in self.steps]
@@ -180,7 +183,7 @@ class _BodyCompiler:
         for j, s in enumerate(self.steps):
             self._step(j, s)
         source = "\n".join(self._function(root_t)) + "\n"
-        filename = f"<dualflow-fused-{next(_counter)}:{self.body.name}>"
+        filename = f"<dualflow-fused-{next(_counter)}:{source_text.tag(self.body.name)}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         exec(compile(source, filename, "exec"), self.env)  # noqa: S102 - our generated code
         fn = self.env["fused"]
@@ -199,15 +202,15 @@ class _BodyCompiler:
         lines = [f"def fused({', '.join(f'x{i}' for i in range(self.n))}, out=None, "
                  "scratch=None):"]
         if self.rows or (self.root_writes and self.alias is None):
-            lines.append(f"    if out is None:\n        out = _empty({tuple(root_t.shape)!r}, "
-                         f"D_out)")
+            lines.append(f"    if out is None:\n        out = _empty("
+                         f"{source_text.shape(root_t.shape)}, D_out)")
         if self.scratch_lines:
             names = ", ".join(f"b{k}" for k in range(len(self.scratch_lines)))
             lines += ["    if scratch is None:"] + [f"        {x}" for x in self.scratch_lines] + \
                 ["    else:", f"        {names}, = scratch"]
         ind = self.ind
         if self.rows:
-            total = root_t.shape[0]
+            total = source_text.dim(root_t.shape[0])
             lines.append(f"    for lo in range(0, {total}, {self.rows}):")
             lines.append(f"{ind}hi = lo + {self.rows}")
             lines.append(f"{ind}n = min(hi, {total}) - lo")

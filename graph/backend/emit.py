@@ -16,6 +16,7 @@ from dualflow.ops.constants import zeros_view
 
 from ..ir.fused import FUSED_ELEMENTWISE, FUSED_MATMUL, product_as
 from .elementwise_cpu import fill_template, kernel_call, template_for
+from .source_text import shape
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))   # the product lands in `out` as is
 
@@ -134,7 +135,7 @@ def _inline_matmul(node, i: int, args: list, dest: str, env: dict, scratch_for) 
         env[f"M{i}"], head = matmul_op.kernel, f"M{i}(xp, "
     product = dest
     if node.attrs.get("shape") is not None:
-        product = f"{dest}.reshape({tuple(a.type.shape[:-1]) + tuple(b.type.shape[-1:])!r})"
+        product = f"{dest}.reshape({shape(tuple(a.type.shape[:-1]) + tuple(b.type.shape[-1:]))})"
     needs = getattr(epilogue, "scratch", ())
     scratch = scratch_for(needs) if needs and scratch_for is not None else None
     extra = "".join(f"{x}, " for x in args[2:])

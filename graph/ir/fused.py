@@ -15,6 +15,7 @@ CUDA ElementwiseKernel (graph/backend/elementwise_cuda.py), cached per body.
 """
 from __future__ import annotations
 
+import keyword
 import math
 from functools import partial
 
@@ -34,6 +35,13 @@ def can_write_out(step) -> bool:
 
 
 _LITERAL = (int, float, bool, str, type(None))
+
+
+def is_keyword_name(text) -> bool:
+    """Whether an attr name can be a keyword argument in generated code: an ASCII identifier
+    (Python folds others with NFKC, which could make one a generated name) that is no keyword."""
+    return type(text) is str and text.isascii() and text.isidentifier() and \
+        not keyword.iskeyword(text)
 
 
 def literal(value) -> bool:

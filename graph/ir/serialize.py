@@ -11,7 +11,11 @@ and back, checked at every step. No pickle and no code: a file holds what the gr
   constants are arrays, state updates name the tensor they write.
 
 An attr of a type not listed raises `SerializeError` naming the op and the attr. `Decoder.graph`
-rebuilds the Graph and runs `Graph.verify()` (def-before-use and every op's shape rule).
+rebuilds the Graph and runs `Graph.verify()` (def-before-use and every op's shape rule). A file
+is outside text that code generation turns into Python, so reading also checks what the code
+generators (`graph/backend/source_text.py`) write: value ids are non-negative ints, attr names
+(nodes' and fused steps') plain ASCII identifiers, and scopes, user lines and names strings
+(which only ever reach generated code escaped, inside comments).
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from dualflow.ops.index import Span
 from dualflow.ops.opdef import REGISTRY, OpDef, TensorType
 
 from .core import Graph, GraphError, Node, Value
-from .fused import FUSED_OPS, FusedBody, Step
+from .fused import FUSED_OPS, FusedBody, Step, is_keyword_name
 from .serialize_types import (
     SerializeError,
     decode_dim,
@@ -196,7 +200,7 @@ class Decoder:
             raise SerializeError(f"malformed {x['$']} value {x!r:.80} ({exc})") from None
 
     def _body(self, x) -> FusedBody:
-        steps = [Step(op_named(op), tuple(args), self.value(attrs), decode_type(t))
+        steps = [Step(op_named(op), tuple(args), _attrs(op, self.value(attrs)), decode_type(t))
                  for op, args, attrs, t in x["steps"]]
         n_in = len(x["inputs"])
         for j, s in enumerate(steps):
@@ -209,6 +213,8 @@ class Decoder:
         from .regions import (
             Region,  # control flow's regions (imported when one is loaded)
         )
+        if type(x["n_args"]) is not int or x["n_args"] < 0:
+            raise SerializeError(f"a region with {x['n_args']!r:.40} arguments")
         return Region(self.graph(x["graph"]), x["n_args"], [], [], self.value(x["out_tree"]))
 
     def graph(self, data) -> Graph:
@@ -227,11 +233,14 @@ class Decoder:
         return g
 
     def _graph(self, data) -> Graph:
-        g = Graph(data["name"])
+        g = Graph(_text(data["name"], "a graph name"))
         values: dict = {}
 
         def define(v: Value) -> Value:
-            if type(v.id) is not int or v.id in values:
+            if type(v.id) is not int or v.id < 0:
+                raise SerializeError(f"graph '{g.name}': value id {v.id!r:.40} is not a "
+                                     "non-negative int")
+            if v.id in values:
                 raise SerializeError(f"graph '{g.name}': value id {v.id!r} defined twice")
             values[v.id] = v
             return v
@@ -240,24 +249,43 @@ class Decoder:
             if vid not in values:
                 raise SerializeError(f"graph '{g.name}' reads value %{vid} before defining it")
             return values[vid]
-        g.inputs = [define(Value(i, decode_type(t), "input", name=name))
+        g.inputs = [define(Value(i, decode_type(t), "input", name=_text(name, "an input name")))
                     for i, t, name in data["inputs"]]
-        g.params = [define(Value(i, decode_type(t), "param", name=name))
+        g.params = [define(Value(i, decode_type(t), "param", name=_text(name, "a tensor name")))
                     for i, t, name in data["params"]]
         g.consts = [define(Value(i, t, "const", ref=_const(self.array(key), t)))
                     for i, t, key in ((i, decode_type(t), key) for i, t, key in data["consts"])]
         nodes = []
         for op, ins, outs, attrs, scope, source, grad in data["nodes"]:
             node = Node(op_named(op), [read(i) for i in ins],
-                        {k: self.value(v) for k, v in attrs}, [], scope, source, bool(grad))
+                        _attrs(op, {_text(k, "an attr name"): self.value(v) for k, v in attrs}),
+                        [], _text(scope, "a scope"), _text(source, "a source line"), bool(grad))
             node.outputs = [define(Value(i, decode_type(t), "node", producer=node))
                             for i, t in outs]
             nodes.append(node)
         g.nodes = nodes
         g.outputs = [read(i) for i in data["outputs"]]
-        g.state_updates = [(name, read(i)) for name, i in data["state_updates"]]
+        g.state_updates = [(_text(name, "a tensor name"), read(i))
+                           for name, i in data["state_updates"]]
         g._next_id = max(values, default=-1) + 1
         return g
+
+
+def _text(x, what: str) -> str:
+    if type(x) is not str:
+        raise SerializeError(f"{what} must be a string, not {x!r:.60}")
+    return x
+
+
+def _attrs(op: str, attrs) -> dict:
+    """A node's or fused step's attrs: a dict whose names code generation can write as keyword
+    arguments."""
+    if type(attrs) is not dict:
+        raise SerializeError(f"op {op!r:.40}: attrs must be a dict, not {attrs!r:.60}")
+    for k in attrs:
+        if not is_keyword_name(k):
+            raise SerializeError(f"op {op!r:.40}: attr name {k!r:.60} is not a plain identifier")
+    return attrs
 
 
 def _const(a: np.ndarray, t: TensorType):
@@ -328,6 +356,12 @@ def bind(graph: Graph, tensors: Mapping) -> None:
             raise SerializeError(f"graph '{graph.name}' binds '{v.name}' as {v.type} but the "
                                  f"model's is {t.dtype.name}{list(t.shape)}")
         v.ref = t
-    graph.state_updates = [(tensors[t if isinstance(t, str) else bound[id(t)]], v)
-                           for t, v in graph.state_updates]
+    updates = []
+    for t, v in graph.state_updates:
+        name = t if isinstance(t, str) else bound[id(t)]
+        if name not in tensors:
+            raise SerializeError(f"graph '{graph.name}' writes '{name}', which the model (or "
+                                 "its optimizers) does not have")
+        updates.append((tensors[name], v))
+    graph.state_updates = updates
 
