@@ -124,8 +124,8 @@ def _check(node, opset: int) -> None:
     count = len(node.input)
     while count and not node.input[count - 1]:
         count -= 1
-    if count > schema.max_input:
-        _needs(node, _first(op, lambda s: s.max_input >= count, opset), opset,
+    if not schema.min_input <= count <= schema.max_input:
+        _needs(node, _first(op, lambda s: s.min_input <= count <= s.max_input, opset), opset,
                f"ONNX {op} with {count} inputs")
 
 
@@ -212,6 +212,27 @@ def _or_equal(strict: str):
     return rewrite
 
 
+def _gemm(rw: _Rewriter, node):
+    """Gemm before 11 requires C: without one (and alpha 1) it is MatMul of the operands,
+    transposed as transA / transB say (a constant's Transpose is folded by ONNX Runtime)."""
+    if len(node.input) > 2 and node.input[2]:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if attrs.get("alpha", 1.0) != 1.0:
+        _needs(node, 11, rw.opset, "ONNX Gemm without C and with alpha")
+    names, parts = [], []
+    for name, flag in zip(node.input[:2], ("transA", "transB")):
+        if attrs.get(flag, 0):
+            swap = helper.make_node("Transpose", [name], [rw.fresh("Transpose")], perm=[1, 0])
+            swap.name, swap.doc_string = f"{node.name}/{flag}", node.doc_string
+            parts.append(swap)
+            name = swap.output[0]
+        names.append(name)
+    product = helper.make_node("MatMul", names, list(node.output))
+    product.name, product.doc_string = f"{node.name}/MatMul", node.doc_string
+    return parts + [product]
+
+
 def _depth_to_space(rw: _Rewriter, node):
     """DepthToSpace before 11 has only the DCR order; PyTorch's pixel shuffle (CRD) is
     Reshape (N, C, r, r, H, W), Transpose (N, C, H, r, W, r), Reshape (N, C, H*r, W*r), with the
@@ -253,6 +274,7 @@ _RULES = {
     "Pad": (11, _pad),
     "Resize": (13, _resize),
     "DepthToSpace": (11, _depth_to_space),
+    "Gemm": (11, _gemm),
     "GreaterOrEqual": (12, _or_equal("Greater")),
     "LessOrEqual": (12, _or_equal("Less")),
     **_REDUCE_AXES,
@@ -272,19 +294,19 @@ def check_types(model) -> None:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as exc:
         text = str(exc)
-        found = re.search(r"node name: ([^)]*)\).*?typestr: (\w+), has unsupported type: "
-                          r"(tensor\(\w+\))", text, re.S)
-        if found is None:
-            raise ExportError(f"ONNX type inference rejects the exported model: {text}") from None
-        name, typestr, type_ = found.groups()
-        node = _find(model.graph, name)
+        named = re.search(r"node name: ([^)]*)\)", text)
+        node = _find(model.graph, named.group(1)) if named else None
+        found = re.search(r"typestr: (\w+), has unsupported type: (tensor\(\w+\))", text)
+        if node is None or found is None:
+            origin = f"{where(node)}: " if node is not None else ""
+            raise ExportError(f"{origin}ONNX type inference rejects the exported model: "
+                              f"{text}") from None
+        typestr, type_ = found.groups()
         opset = model.opset_import[0].version
 
         def takes(s):
             return any(c.type_param_str == typestr and type_ in c.allowed_type_strs
                        for c in s.type_constraints)
-        if node is None:
-            raise ExportError(f"ONNX node {name} does not take {type_}: {text}") from None
         _needs(node, _first(node.op_type, takes, opset), opset,
                f"ONNX {node.op_type} on {type_}")
 

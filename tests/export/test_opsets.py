@@ -160,3 +160,23 @@ def test_nearest_upsampling_at_opset_10_and_bilinear_from_11(opset):
     else:
         matches_at_two_sizes(bilinear, (_x(2, 3, 4, 5),), (_x(3, 3, 4, 5),), opset,
                              {"input_0": {0: "batch"}})
+
+
+class NoBias(nn.Module):
+    """Linear without bias on rows and on a batch of sequences: Gemm without C, which opset 10
+    lacks (it is MatMul there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.seq = nn.Linear(4, 3, bias=False), nn.Linear(4, 2, bias=False)
+
+    def forward(self, x, s):
+        return self.rows(x), self.seq(s)
+
+
+@pytest.mark.parametrize("opset", [10, 11])
+def test_linear_without_bias(opset):
+    axes = {"input_0": {0: "batch"}, "input_1": {0: "batch", 1: "seq"}}
+    proto = matches_at_two_sizes(NoBias(), (_x(2, 4), _x(2, 3, 4)),
+                                 (_x(5, 4, seed=1), _x(5, 7, 4, seed=1)), opset, axes)
+    assert ("Gemm" in {n.op_type for n in proto.graph.node}) == (opset >= 11)
