@@ -118,6 +118,19 @@ class PackedSequence:
                 f"sorted_indices={self.sorted_indices!r}, "
                 f"unsorted_indices={self.unsorted_indices!r})")
 
+    # ---- as the argument or result of a compiled call -------------------------------------------
+    def __flatten__(self) -> tuple[list, tuple]:
+        """(tensors, static facts): a compiled call takes and returns a packed sequence as its
+        padded form, its lengths (data: other lengths replay the same graph) and indices."""
+        padded, lengths, _ = self.padded()
+        indices = [t for t in (self.sorted_indices, self.unsorted_indices) if t is not None]
+        return [padded, lengths, *indices], (bool(indices),)
+
+    @classmethod
+    def __unflatten__(cls, facts: tuple, tensors: list) -> "PackedSequence":
+        padded, lengths, *indices = tensors
+        return cls._from_padded(padded, lengths, None, *(indices if facts[0] else (None, None)))
+
     # ---- the padded form -----------------------------------------------------------------------
     def padded(self) -> tuple:
         """(padded (T, B, *) in the caller's order, lengths (B,) int64, their values or None);

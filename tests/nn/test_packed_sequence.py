@@ -222,3 +222,43 @@ def test_double_backward_through_packed_layer():
         (g ** 2).sum().backward()
         results.append(_np(xs.grad))
     np.testing.assert_allclose(results[0], results[1], rtol=0, atol=1e3 * EPS64)
+
+
+def test_packed_sequence_as_argument_and_result_of_compiled_calls():
+    """A recurrent layer called on a PackedSequence at the top level in GRAPH mode (the packed
+    sequence goes in and comes out of the compiled call), and inside nn.Graph's build."""
+    flow.manual_seed(7)
+    rnn = nn.LSTM(3, 4, bidirectional=True).double()
+    x = np.random.default_rng(8).standard_normal((5, 3, 3))
+
+    def run(call, lengths):
+        xs = flow.tensor(x, requires_grad=True)
+        rnn.zero_grad()
+        out, (h, _) = call(frnn.pack_padded_sequence(xs, flow.tensor(lengths),
+                                                     enforce_sorted=False))
+        assert isinstance(out, frnn.PackedSequence)
+        (frnn.pad_packed_sequence(out)[0].sum() + h.sum()).backward()
+        return [_np(out.data), _np(h), xs.grad.numpy(), rnn.weight_hh_l0_reverse.grad.numpy()]
+
+    def graph_mode(packed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with flow.mode(flow.GRAPH):
+                return rnn(packed)
+    for lengths in ([5, 3, 4], [2, 5, 1]):
+        for got, want in zip(run(graph_mode, lengths), run(rnn, lengths)):
+            np.testing.assert_array_equal(got, want)
+
+    class Forward(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.rnn = rnn
+
+        def build(self, packed):
+            out, _ = self.rnn(packed)
+            return out
+    graph = Forward()
+    for lengths in ([5, 3, 4], [2, 5, 1]):
+        packed = frnn.pack_padded_sequence(flow.tensor(x), flow.tensor(lengths),
+                                           enforce_sorted=False)
+        np.testing.assert_array_equal(_np(graph(packed).data), _np(rnn(packed)[0].data))
