@@ -181,7 +181,12 @@ class Distribution:
 
     def __repr__(self) -> str:
         names = [k for k in self.arg_constraints if k in self.__dict__]
-        args = ", ".join(
-            f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].size()}"
-            for p in names)
-        return f"{type(self).__name__}({args})"
+        return f"{type(self).__name__}({', '.join(f'{p}: {_brief(self.__dict__[p])}' for p in names)})"
+
+
+def _brief(value: Tensor):
+    """A parameter as PyTorch's repr shows it: a 0-d one as its number, one element as the
+    tensor, others by their size."""
+    if value.numel() != 1:
+        return value.size()
+    return value.item() if value.ndim == 0 and concrete(value) else value

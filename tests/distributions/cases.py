@@ -1,0 +1,128 @@
+"""The distributions under test, built the same way in dualflow and in PyTorch from float64
+NumPy parameters, with values inside each support."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import dualflow as flow
+
+RNG = np.random.default_rng(1234)
+
+
+def real(*shape):
+    return RNG.normal(size=shape)
+
+
+def positive(*shape, low=0.4, high=3.0):
+    return RNG.uniform(low, high, size=shape)
+
+
+def unit(*shape):
+    return RNG.uniform(0.05, 0.95, size=shape)
+
+
+def spd(n, *batch):
+    a = RNG.normal(size=batch + (n, n))
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+def one_hot(index, k):
+    return np.eye(k)[index]
+
+
+@dataclass
+class Case:
+    """`build(lib, **tensors)` makes the distribution with `lib` = the dualflow or torch
+    distributions module; `params` are differentiated; `value` is a point of the support
+    (broadcast against the batch); `methods` lists what both libraries implement."""
+    label: str
+    build: Callable
+    params: dict
+    value: np.ndarray
+    methods: tuple = ("log_prob", "entropy", "mean", "variance", "stddev", "mode")
+    quantiles: np.ndarray | None = None      # icdf arguments, where implemented
+    rtol: float = 1e-12
+    grad_rtol: float = 1e-11
+    extra: dict = field(default_factory=dict)  # non-differentiated tensor arguments
+
+
+_BATCH = (2, 3)
+CASES = [
+    Case("normal", lambda d, loc, scale: d.Normal(loc, scale),
+         {"loc": real(*_BATCH), "scale": positive(*_BATCH)}, real(4, *_BATCH),
+         methods=("log_prob", "entropy", "mean", "variance", "stddev", "mode", "cdf"),
+         quantiles=unit(*_BATCH)),
+    Case("normal_scalar_scale", lambda d, loc: d.Normal(loc, 0.7), {"loc": real(5)}, real(5),
+         methods=("log_prob", "entropy", "cdf"), quantiles=unit(5)),
+    Case("uniform", lambda d, low, high: d.Uniform(low, high - 5.0),
+         {"low": -unit(*_BATCH) - 5.0, "high": unit(*_BATCH) + 6.0},
+         RNG.uniform(-4.0, 0.9, size=_BATCH),
+         methods=("log_prob", "entropy", "mean", "variance", "stddev", "cdf"),
+         quantiles=unit(*_BATCH)),
+    Case("bernoulli_probs", lambda d, probs: d.Bernoulli(probs=probs),
+         {"probs": unit(*_BATCH)}, RNG.integers(0, 2, size=(3, *_BATCH)).astype(np.float64)),
+    Case("bernoulli_logits", lambda d, logits: d.Bernoulli(logits=logits),
+         {"logits": real(*_BATCH) * 3}, RNG.integers(0, 2, size=_BATCH).astype(np.float64)),
+    Case("categorical_probs", lambda d, probs: d.Categorical(probs=probs),
+         {"probs": positive(*_BATCH, 4)}, RNG.integers(0, 4, size=(5, *_BATCH)),
+         methods=("log_prob", "entropy", "mode")),
+    Case("categorical_logits", lambda d, logits: d.Categorical(logits=logits),
+         {"logits": real(3, 5)}, RNG.integers(0, 5, size=(3,)),
+         methods=("log_prob", "entropy", "mode")),
+    Case("onehot_probs", lambda d, probs: d.OneHotCategorical(probs=probs),
+         {"probs": positive(3, 4)}, one_hot(RNG.integers(0, 4, size=(2, 3)), 4),
+         methods=("log_prob", "entropy", "mean", "variance", "mode")),
+    Case("onehot_logits", lambda d, logits: d.OneHotCategorical(logits=logits),
+         {"logits": real(4)}, one_hot(RNG.integers(0, 4, size=(3,)), 4),
+         methods=("log_prob", "entropy", "mean", "variance", "mode")),
+    # PyTorch's trigamma (in the entropy's gradient) is accurate to ~1e-9
+    Case("gamma", lambda d, concentration, rate: d.Gamma(concentration, rate),
+         {"concentration": positive(*_BATCH, low=0.3), "rate": positive(*_BATCH)},
+         positive(4, *_BATCH), grad_rtol=1e-8),
+    Case("beta", lambda d, a, b: d.Beta(a, b),
+         {"a": positive(*_BATCH, low=1.2), "b": positive(*_BATCH, low=1.2)},
+         unit(4, *_BATCH), grad_rtol=1e-8),
+    Case("mvn_covariance", lambda d, loc, cov: d.MultivariateNormal(loc, covariance_matrix=cov),
+         {"loc": real(2, 3), "cov": spd(3)}, real(4, 2, 3),
+         methods=("log_prob", "entropy", "mean", "variance", "mode"), rtol=1e-11,
+         grad_rtol=1e-10),
+    Case("mvn_precision", lambda d, loc, prec: d.MultivariateNormal(loc, precision_matrix=prec),
+         {"loc": real(3), "prec": spd(3, 2)}, real(2, 3),
+         methods=("log_prob", "entropy", "variance"), rtol=1e-11, grad_rtol=1e-10),
+    Case("mvn_scale_tril", lambda d, loc, tril: d.MultivariateNormal(loc, scale_tril=tril),
+         {"loc": real(2, 4), "tril": np.tril(real(4, 4)) + 3 * np.eye(4)}, real(2, 4),
+         methods=("log_prob", "entropy", "variance"), rtol=1e-11, grad_rtol=1e-10),
+    Case("independent", lambda d, loc, scale: d.Independent(d.Normal(loc, scale), 1),
+         {"loc": real(*_BATCH), "scale": positive(*_BATCH)}, real(5, *_BATCH)),
+    Case("transformed_affine_tanh",
+         lambda d, loc, scale: d.TransformedDistribution(
+             d.Normal(loc, scale), [d.AffineTransform(0.3, 1.5), d.TanhTransform()]),
+         {"loc": real(*_BATCH), "scale": positive(*_BATCH)},
+         RNG.uniform(-0.9, 0.9, size=_BATCH), methods=("log_prob", "cdf"),
+         quantiles=unit(*_BATCH), rtol=1e-11, grad_rtol=1e-10),
+    Case("transformed_logistic",
+         lambda d, low: d.TransformedDistribution(
+             d.Uniform(low, low + 1.0), [d.SigmoidTransform().inv, d.AffineTransform(0.5, -2.0)]),
+         {"low": unit(4) * 0.01}, real(4), methods=("log_prob", "cdf"),
+         quantiles=unit(4) * 0.9, rtol=1e-11, grad_rtol=1e-10),
+    Case("lognormal", lambda d, loc, scale: d.LogNormal(loc, scale),
+         {"loc": real(*_BATCH), "scale": positive(*_BATCH)}, positive(3, *_BATCH),
+         methods=("log_prob", "entropy", "mean", "variance", "mode", "cdf"),
+         quantiles=unit(*_BATCH)),
+]
+
+
+def tensors(lib, arrays: dict, requires_grad: bool) -> dict:
+    """The NumPy parameters as float64 tensors of `lib` (dualflow or torch)."""
+    if lib is flow:
+        return {k: flow.tensor(v, requires_grad=requires_grad) for k, v in arrays.items()}
+    return {k: lib.tensor(v, requires_grad=requires_grad) for k, v in arrays.items()}
+
+
+def value_of(lib, array: np.ndarray):
+    if array.dtype.kind == "i":
+        return lib.tensor(array)
+    return lib.tensor(array, dtype=lib.float64)

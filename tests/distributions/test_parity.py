@@ -1,0 +1,130 @@
+"""Every distribution of `cases.py` against PyTorch's in float64: shapes, log_prob, entropy,
+moments, cdf/icdf, and the gradients of each w.r.t. the parameters."""
+import numpy as np
+import pytest
+
+import dualflow as flow
+
+from .cases import CASES, tensors, value_of
+
+torch = pytest.importorskip("torch")
+D, TD = flow.distributions, torch.distributions
+IDS = [c.label for c in CASES]
+
+
+def _both(case, requires_grad=False):
+    ours_params = tensors(flow, case.params, requires_grad)
+    theirs_params = tensors(torch, case.params, requires_grad)
+    return (case.build(D, **ours_params), ours_params,
+            case.build(TD, **theirs_params), theirs_params)
+
+
+def _evaluate(dist, lib, case, method):
+    if method == "log_prob":
+        return dist.log_prob(value_of(lib, case.value))
+    if method == "cdf":
+        return dist.cdf(value_of(lib, case.value))
+    if method == "icdf":
+        return dist.icdf(value_of(lib, case.quantiles))
+    if method == "entropy":
+        return dist.entropy()
+    return getattr(dist, method)
+
+
+def _methods(case):
+    return case.methods + (("icdf",) if case.quantiles is not None else ())
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_shapes_match_pytorch(case):
+    ours, _, theirs, _ = _both(case)
+    assert tuple(ours.batch_shape) == tuple(theirs.batch_shape)
+    assert tuple(ours.event_shape) == tuple(theirs.event_shape)
+    assert ours.has_rsample == theirs.has_rsample
+    assert ours.has_enumerate_support == theirs.has_enumerate_support
+    for sample_shape in [(), (4,), (2, 3)]:
+        want = tuple(theirs.sample(sample_shape).shape)
+        assert tuple(ours.sample(sample_shape).shape) == want
+        if ours.has_rsample:
+            assert tuple(ours.rsample(sample_shape).shape) == want
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_values_match_pytorch(case):
+    ours, _, theirs, _ = _both(case)
+    for method in _methods(case):
+        got = _evaluate(ours, flow, case, method)
+        want = _evaluate(theirs, torch, case, method).detach().numpy()
+        assert tuple(got.shape) == want.shape, method
+        if got.dtype.is_floating_point:
+            assert got.dtype == flow.float64, method
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=case.rtol, atol=case.rtol,
+                                   err_msg=f"{case.label}.{method}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_gradients_match_pytorch(case):
+    differentiable = [m for m in _methods(case) if m not in ("mode",)]
+    for method in differentiable:
+        ours, ours_params, theirs, theirs_params = _both(case, requires_grad=True)
+        got = _evaluate(ours, flow, case, method)
+        want = _evaluate(theirs, torch, case, method)
+        if not want.requires_grad:
+            continue
+        weights = np.linspace(0.5, 1.5, want.numel()).reshape(tuple(want.shape))
+        (got * flow.tensor(weights)).sum().backward()
+        (want * torch.tensor(weights)).sum().backward()
+        for name in case.params:
+            g, w = ours_params[name].grad, theirs_params[name].grad
+            if w is None:
+                assert g is None or not np.any(g.numpy()), f"{case.label}.{method} d{name}"
+                continue
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=case.grad_rtol,
+                                       atol=case.grad_rtol, err_msg=f"{case.label}.{method} d{name}")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "bernoulli" in c.label or "categorical"
+                                  in c.label or "onehot" in c.label], ids=lambda c: c.label)
+def test_enumerate_support_and_lazy_parameters(case):
+    ours, _, theirs, _ = _both(case)
+    for expand in (True, False):
+        np.testing.assert_array_equal(ours.enumerate_support(expand).numpy(),
+                                      theirs.enumerate_support(expand).numpy())
+    np.testing.assert_allclose(ours.probs.detach().numpy(), theirs.probs.detach().numpy(),
+                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(ours.logits.detach().numpy(), theirs.logits.detach().numpy(),
+                               rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_expand_matches_pytorch(case):
+    ours, _, theirs, _ = _both(case)
+    shape = (2,) + tuple(theirs.batch_shape)
+    ours_big, theirs_big = ours.expand(shape), theirs.expand(shape)
+    assert tuple(ours_big.batch_shape) == tuple(theirs_big.batch_shape)
+    assert tuple(ours_big.event_shape) == tuple(theirs_big.event_shape)
+    assert tuple(ours_big.sample().shape) == tuple(theirs_big.sample().shape)
+    if "log_prob" in case.methods:
+        value = theirs_big.sample().numpy()
+        got = ours_big.log_prob(value_of(flow, value))
+        want = theirs_big.log_prob(value_of(torch, value)).detach().numpy()
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=case.rtol, atol=case.rtol)
+
+
+def test_repr_names_parameters_as_pytorch():
+    loc, scale = flow.zeros(3), flow.ones(3)
+    assert repr(D.Normal(loc, scale)) == "Normal(loc: dualflow.Size([3]), scale: dualflow.Size([3]))"
+    assert repr(D.Normal(0.0, 1.0)) == "Normal(loc: 0.0, scale: 1.0)"
+    assert repr(D.Independent(D.Normal(loc, scale), 1)).startswith("Independent(Normal(")
+    assert repr(D.constraints.interval(0, 1)) == repr(TD.constraints.interval(0, 1))
+    assert repr(D.constraints.independent(D.constraints.real, 1)) == \
+        repr(TD.constraints.independent(TD.constraints.real, 1))
+
+
+def test_categorical_nan_moments_and_mode_ties():
+    probs = np.array([[0.2, 0.5, 0.3], [0.4, 0.4, 0.2]])
+    ours, theirs = D.Categorical(flow.tensor(probs)), TD.Categorical(torch.tensor(probs))
+    assert np.isnan(ours.mean.numpy()).all() and tuple(ours.mean.shape) == (2,)
+    np.testing.assert_array_equal(ours.mode.numpy(), theirs.mode.numpy())
+    bern = D.Bernoulli(flow.tensor([0.5, 0.7, 0.1]))
+    np.testing.assert_array_equal(bern.mode.numpy(), TD.Bernoulli(torch.tensor([0.5, 0.7, 0.1])).mode)
