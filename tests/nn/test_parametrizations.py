@@ -233,9 +233,11 @@ def test_compiled_weight_norm_and_orthogonal(front):
 
     def make():
         flow.manual_seed(6)
-        m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+        m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 3), nn.Tanh(),
+                          nn.Linear(3, 2)).double()
         P.orthogonal(m[0])
         nn.utils.weight_norm(m[2])
+        P.weight_norm(m[4], dim=None)
         return m
     x = flow.tensor(np.random.default_rng(7).standard_normal((3, 4)))
     eager = make()
@@ -262,3 +264,24 @@ def test_compiled_weight_norm_and_orthogonal(front):
             np.testing.assert_allclose(_np(a.grad), _np(b.grad), rtol=1e-12, atol=1e-14,
                                        err_msg=k)
     assert parametrize.is_parametrized(model[0], "weight")
+
+
+def test_spectral_norm_exports_to_onnx(tmp_path):
+    """Eval mode (no power iteration): w / (u · W v) is plain ops; onnxruntime at two batch
+    sizes, float32, relative to the output's size."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    flow.manual_seed(9)
+    model = _Discriminator(legacy=True).float()
+    P.spectral_norm(model.fc, name="bias")      # a 1-d tensor: normalized, no buffers
+    model.eval()
+    path = str(tmp_path / "sn.onnx")
+    rng = np.random.default_rng(10)
+    flow.export.to_onnx(model, (flow.tensor(rng.standard_normal((2, 1, 7, 7)).astype("f4")),),
+                        path, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    session = ort.InferenceSession(path)
+    for batch in (2, 5):
+        x = rng.standard_normal((batch, 1, 7, 7)).astype(np.float32)
+        want = _np(model(flow.tensor(x)))
+        got = session.run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
