@@ -41,21 +41,21 @@ def _align_default(op: str, align_corners):
 
 
 # ---- affine_grid ---------------------------------------------------------------------------------
-def _steps(n: int, align_corners: bool) -> np.ndarray:
+def _steps(n: int, align_corners: bool, dtype) -> np.ndarray:
     """PyTorch's `linspace_from_neg_one`: n points over [-1, 1], pulled in to pixel centres
-    unless align_corners."""
+    unless align_corners (computed in float64, then rounded to `dtype`)."""
     if n <= 1:
-        return np.zeros(n)
+        return np.zeros(n, dtype)
     points = np.linspace(-1.0, 1.0, n)
-    return points if align_corners else points * (n - 1) / n
+    return (points if align_corners else points * (n - 1) / n).astype(dtype)
 
 
-def _base_grid(spatial: tuple, align_corners: bool) -> np.ndarray:
+def _base_grid(spatial: tuple, align_corners: bool, dtype) -> np.ndarray:
     """(prod(spatial), d + 1): the normalized coordinates (x first, i.e. the last dim first) of
     every output position, and a 1 for theta's translation column."""
-    axes = np.meshgrid(*[_steps(n, align_corners) for n in spatial], indexing="ij")
+    axes = np.meshgrid(*[_steps(n, align_corners, dtype) for n in spatial], indexing="ij")
     coords = [a.reshape(-1) for a in reversed(axes)]
-    return np.stack(coords + [np.ones(math.prod(spatial))], axis=1)
+    return np.stack(coords + [np.ones(math.prod(spatial), dtype)], axis=1)
 
 
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
@@ -70,8 +70,7 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
     if not theta.dtype.is_floating_point:
         raise TypeError(f"affine_grid: expected a floating-point theta, got {theta.dtype}")
     spatial = size[2:]
-    base = as_tensor(_base_grid(spatial, align_corners).astype(theta.dtype.np),
-                     device=theta.device)
+    base = as_tensor(_base_grid(spatial, align_corners, theta.dtype.np), device=theta.device)
     grid = matmul(base, transpose(theta, 1, 2))        # (N, prod(spatial), d)
     return reshape(grid, (size[0],) + spatial + (d,))
 

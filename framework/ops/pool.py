@@ -163,7 +163,8 @@ def _lower_max_pool2d(ctx, node):
 max_pool2d_op = defop(
     "max_pool2d", _max_pool2d_kernel, _max_pool2d_infer,
     vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
-    saves=(), saves_out=True, num_outputs=2, onnx=_lower_max_pool2d)
+    # only the indices are kept: the values may be changed in place (MaxPool2d, ReLU(True))
+    saves=(), saves_out=(1,), num_outputs=2, onnx=_lower_max_pool2d)
 
 
 # ---- window geometry as PyTorch computes it ----------------------------------------------------
@@ -303,7 +304,7 @@ def _adaptive_max_pool2d_infer(x, output_size):
 adaptive_max_pool2d_op = defop(
     "adaptive_max_pool2d", _adaptive_max_pool2d_kernel, _adaptive_max_pool2d_infer,
     vjp=lambda g, out, x, **attrs: (max_pool2d_backward(g[0], out[1], shape=tuple(x.shape)),),
-    saves=(), saves_out=True, num_outputs=2,
+    saves=(), saves_out=(1,), num_outputs=2,
     onnx=not_exportable("its windows differ in size or spacing along an axis, which ONNX "
                         "MaxPool cannot express (uniform windows run and export as max_pool2d)"))
 

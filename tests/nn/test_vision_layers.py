@@ -132,3 +132,11 @@ def test_errors_name_the_function_and_shapes():
         F.cosine_embedding_loss(flow.zeros(3, 2), flow.zeros(3, 2), flow.zeros(2))
     with pytest.warns(UserWarning, match="align_corners"):
         F.grid_sample(flow.zeros(1, 1, 2, 2), flow.zeros(1, 1, 1, 2))
+
+
+def test_in_place_relu_after_max_pool():
+    """MaxPool2d then ReLU(inplace=True) (the spatial-transformer tutorial's localization net):
+    max_pool2d's backward keeps only its indices, so the in-place ReLU may overwrite its
+    values, as in PyTorch."""
+    function_parity(lambda lib, x: lib.nn.Sequential(lib.nn.MaxPool2d(2), lib.nn.ReLU(True))(x),
+                    [rnd(2, 3, 6, 4)])
