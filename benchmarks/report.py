@@ -36,6 +36,7 @@ WORKLOAD_RATIOS = [
     Ratio("infer b=1: df_eager / torch_eager", "infer", "median_s", "df_eager", "torch_eager"),
     Ratio("infer b=1: df_graph / torch_eager", "infer", "median_s", "df_graph", "torch_eager"),
     Ratio("infer b=1: df_graph / jax_jit", "infer", "median_s", "df_graph", "jax_jit"),
+    Ratio("infer b=1: df_ort / torch_eager", "infer", "median_s", "df_ort", "torch_eager"),
     Ratio("infer b=1: ort_ours / ort_torch", "infer", "median_s", "ort_ours", "ort_torch"),
     Ratio("first call (train): df_graph / df_global", "train", "first_call_s", "df_graph",
           "df_global"),

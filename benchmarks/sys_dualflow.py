@@ -117,10 +117,24 @@ def infer_graph(workload, x, weights) -> Prepared:
     return Prepared(run, seconds, out.numpy())
 
 
+def infer_onnxruntime(workload, x, weights) -> Prepared:
+    model, xt = _infer_setup(workload, x, weights)
+    compiled = flow.compile(model, backend="onnxruntime")
+
+    def run():
+        with flow.no_grad():
+            return compiled(xt)
+    seconds, out = first_call(run)
+    return Prepared(run, seconds, out.numpy())
+
+
 SYSTEMS = [
     System("df_eager", "dualflow eager", train_eager, infer_eager, numpy_backed=True),
     System("df_graph", "dualflow nn.Graph", train_graph, infer_graph, numpy_backed=True,
            notes="whole step (forward, loss, backward, SGD) in one compiled graph"),
     System("df_global", "dualflow set_mode(GRAPH)", train_global, infer_global,
            numpy_backed=True, notes="eager loop; Module calls (model, loss) compiled"),
+    System("df_ort", "dualflow compile(backend='onnxruntime')", None, infer_onnxruntime,
+           requires=("onnxruntime",),
+           notes="inference only: an in-memory export on an onnxruntime session"),
 ]

@@ -22,6 +22,7 @@ LAZY_ALLOWED = {   # (file, layer reached) -> why a function-level import may re
     ("framework/onnx.py", "export"): "flow.onnx.export is PyTorch's name for the exporter",
     ("framework/utils/tensorboard/writer.py", "export"): "add_graph draws the exporter's graph",
     ("framework/distributed/checkpoint.py", "nn"): "a checkpoint unwraps DistributedDataParallel",
+    ("nn/compiled.py", "export"): "compile(backend='onnxruntime') runs the exported model",
 }
 
 
