@@ -87,12 +87,12 @@ class _Rewriter:
             if rule is not None and self.opset < rule[0]:
                 replaced = rule[1](self, node)
                 if replaced is not None:
-                    out.extend(self.nodes_checked(replaced))
+                    out.extend(self.checked(replaced))
                     continue
-            out.extend(self.nodes_checked([node]))
+            out.extend(self.checked([node]))
         return out
 
-    def nodes_checked(self, nodes: list) -> list:
+    def checked(self, nodes: list) -> list:
         for node in nodes:
             _check(node, self.opset)
         return nodes
