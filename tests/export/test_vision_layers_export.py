@@ -61,3 +61,13 @@ def test_matches_eager_in_onnxruntime(name):
 def test_fold_before_opset_18_names_col2im():
     with pytest.raises(ExportError, match="Col2Im"):
         to_onnx(nn.Fold((4, 5), 2), (_x((1, 8, 12)),), opset_version=17)
+
+
+def test_sparse_gcn_exports():
+    """pygcn's forward with its constant sparse adjacency: the gather and segment sum of
+    sparse.mm export as Gather and ScatterElements(add) (opset 16)."""
+    from ..zoo.models.pygcn import normalized_adjacency, pygcn_classes, sparse_tensor
+    adj = sparse_tensor(flow, normalized_adjacency(12, 16, seed=5), flow.float32)
+    gcn = pygcn_classes(flow)[1](8, 16, 3, dropout=0.0)
+    proto = check_model_matches(Calls(lambda x: gcn(x, adj)), (_x((12, 8)),), 16)
+    assert "ScatterElements" in {n.op_type for n in proto.graph.node}
