@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..array_backends.registry import backend_of
 from ..dtype import float32, int32
 from ..grad_mode import enable_grad, is_grad_enabled
 from . import rnn_lstm_forward, rnn_math
@@ -75,8 +76,9 @@ def _peel(items, attrs: dict) -> tuple:
     return tuple(items), None, attrs
 
 
-def _lengths_values(xp, lengths) -> np.ndarray:
-    return np.asarray(lengths if xp is np else lengths.get(), dtype=np.int64)
+def _lengths_values(lengths) -> np.ndarray:
+    """The lengths on the host: the spans of a packed layer are Python control flow."""
+    return np.asarray(backend_of(lengths).to_host(lengths), dtype=np.int64)
 
 
 def _check_lengths_type(op: str, lengths, B: int) -> None:
@@ -173,7 +175,7 @@ def _forward_kernel(op: str, cell: _Cell, save: bool):
         if lengths is None:
             out = cell.forward(ArrayMath(xp), *parts, reverse, save, **attrs)
         else:
-            lengths = _lengths_values(xp, lengths)
+            lengths = _lengths_values(lengths)
             check_lengths(op, lengths, x.shape[0])
             out = packed_forward(cell.forward, ArrayMath(xp), *parts, lengths, reverse, save,
                                  **attrs)
@@ -189,7 +191,7 @@ def _backward_kernel(cell: _Cell):
         if lengths is None:
             return cell.backward(ArrayMath(xp), grads, *rest, reverse, **attrs)
         return packed_backward(cell.backward, cell.state_rows, ArrayMath(xp), grads, *rest,
-                               _lengths_values(xp, lengths), reverse, **attrs)
+                               _lengths_values(lengths), reverse, **attrs)
     return kernel
 
 
