@@ -12,6 +12,9 @@ tests/ops/test_fused_code.py compiles the generated C source of every op's expre
 """
 from __future__ import annotations
 
+import math
+
+from dualflow.dtype import DType
 from dualflow.ops.fused_code import by_kernel
 
 from ..ir.fused import BODY_COMPILERS
@@ -23,11 +26,26 @@ _CTYPE = {"float16": "float", "float32": "float", "float64": "double", "int8": "
 
 def expression(op, arg_types, out_type, attrs) -> str | None:
     """The step's C expression: the OpDef's `cuda` fact (ops/fused_code.py), a string or a rule
-    of the step's types and attrs; None (or `by_kernel`) when the step needs the op's kernel."""
+    of the step's types and attrs; None (or `by_kernel`) when the step needs the op's kernel,
+    or when an attr is not a value C source can hold as written (`_c_writable`)."""
     rule = op.cuda
-    if rule is None or type(rule) is by_kernel:
+    if rule is None or type(rule) is by_kernel or not all(map(_c_writable, attrs.values())):
         return None
     return rule if isinstance(rule, str) else rule(arg_types, out_type, attrs)
+
+
+def _c_writable(value) -> bool:
+    """An attr a C expression may contain as its Python text (rules write numbers with repr
+    and compare strings): None, an int, a finite float, an identifier, a dtype, a tuple of
+    them (a shape). Anything else (a crafted graph file's string, inf) sends the step to the
+    op's kernel."""
+    if value is None or type(value) is bool or isinstance(value, DType):
+        return True
+    if type(value) is tuple:
+        return all(map(_c_writable, value))
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return True
+    return type(value) is str and value.isascii() and value.isidentifier()
 
 
 def _argument(name: str, arg_type, step_type) -> str:

@@ -17,7 +17,10 @@ from dualflow import nn
 from dualflow.graph import SerializeError
 from dualflow.graph.backend import source_text
 from dualflow.graph.backend.elementwise_cpu import kernel_call
+from dualflow.graph.backend.elementwise_cuda import kernel_source
+from dualflow.graph.ir.fused import FusedBody, Step
 from dualflow.graph.ir.serialize import Decoder
+from dualflow.ops.opdef import REGISTRY, TensorType
 
 from .test_mode_parity import TrainGraph
 from .test_nn_graph import Infer
@@ -283,3 +286,16 @@ def test_a_module_named_with_line_breaks_compiles_and_runs_nothing():
     assert "y\\u2028setattr" in g.code
     with flow.mode(flow.GRAPH):
         np.testing.assert_array_equal(model(x).detach().numpy(), want)
+
+
+def test_cuda_source_holds_only_plain_attr_values():
+    """The GPU code generator writes attr values into C (clamp's bounds): a value C cannot hold
+    as written sends the step to the op's kernel instead (the C source is checked here without
+    a GPU)."""
+    f32 = TensorType((3,), flow.float32, None)
+
+    def body(low):
+        return FusedBody([f32], [Step(REGISTRY["clamp"], (0,), {"min": low, "max": None}, f32)])
+    assert "(float)-1.5" in kernel_source(body(-1.5))[2]
+    for low in (f'1)); {RUN}; ((1', "x\n#include <stdlib.h>", float("-inf"), (1, "a b"), b"1"):
+        assert kernel_source(body(low)) is None, low
