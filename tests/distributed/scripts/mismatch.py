@@ -1,5 +1,6 @@
 """Run under `mpiexec -n 2`: collectives the ranks disagree on raise on every rank, naming the
-mismatch, and leave the tensors untouched; the group still works afterwards. Then DDP over
+mismatch (eagerly and in a compiled nn.Graph step), and leave the tensors untouched; the
+group still works afterwards. Then DDP over
 models that differ between the ranks raises naming the difference."""
 import numpy as np
 
@@ -49,6 +50,17 @@ expect_mismatch("all_gather", lambda: dist.all_gather_into_tensor(out, inp),
 work = dist.all_reduce(flow.ones(2 + r), async_op=True)   # async: raised at wait
 expect_mismatch("async", work.wait, "all_reduce of 2", "all_reduce of 3")
 
+
+
+class Reduces(nn.Graph):   # the compiled step's all_reduce_start node checks too
+    def build(self, x):
+        total = x * 1.0
+        dist.all_reduce(total)
+        return total
+
+
+expect_mismatch("nn.Graph", lambda: Reduces()(flow.ones(3 + r)), "all_reduce of 3 float32",
+                "all_reduce of 4 float32")
 layers = [nn.Linear(4, 2)] if r == 0 else [nn.Linear(4, 2), nn.Linear(2, 2)]
 expect_mismatch("ddp count", lambda: nn.parallel.DistributedDataParallel(nn.Sequential(*layers)),
                 "DistributedDataParallel", "rank 0 has 2 parameters",
