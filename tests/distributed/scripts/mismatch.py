@@ -1,7 +1,7 @@
 """Run under `mpiexec -n 2`: collectives the ranks disagree on raise on every rank, naming the
-mismatch (eagerly and in a compiled nn.Graph step), and leave the tensors untouched; the
-group still works afterwards. Then DDP over
-models that differ between the ranks raises naming the difference."""
+mismatch (eagerly and in a compiled nn.Graph step), and leave the tensors untouched; the group
+still works afterwards. Then DDP over models that differ between the ranks raises naming the
+difference."""
 import numpy as np
 
 import dualflow as flow
