@@ -140,8 +140,8 @@ class Distribution:
         event_dim_start = value.ndim - len(self._event_shape)
         if tuple(value.shape[event_dim_start:]) != tuple(self._event_shape):
             raise ValueError(f"The right-most size of value must match event_shape: "
-                             f"{tuple(value.shape)} vs {tuple(self._event_shape)}.")
-        actual, expected = tuple(value.shape), tuple(self._batch_shape + self._event_shape)
+                             f"{Size(value.shape)} vs {self._event_shape}.")
+        actual, expected = Size(value.shape), Size(self._batch_shape + self._event_shape)
         for i, j in zip(reversed(actual), reversed(expected)):
             if i != 1 and j != 1 and i != j:
                 raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: "

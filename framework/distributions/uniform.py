@@ -7,7 +7,7 @@ from .. import creation
 from ..size import Size
 from . import constraints
 from .distribution import Distribution
-from .utils import all_true, broadcast_all, concrete
+from .utils import broadcast_all
 
 
 class Uniform(Distribution):
@@ -25,11 +25,6 @@ class Uniform(Distribution):
         batch_shape = Size() if isinstance(low, Number) and isinstance(high, Number) \
             else self.low.shape
         super().__init__(batch_shape, validate_args=validate_args)
-
-    def _check_parameters(self):
-        if concrete(self.low) and concrete(self.high) and not all_true(self.low < self.high):
-            raise ValueError("Uniform is not defined when low>= high")
-        super()._check_parameters()
 
     def expand(self, batch_shape, _instance=None):
         return self._expanded(Uniform, batch_shape, _instance, ("low", "high"))
