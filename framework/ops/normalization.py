@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtype as dt
+from ..tensor import Tensor
 from .arith import mul, sub
 from .batch_norm import batch_norm_train, channel_shape, reduced_axes
 from .opdef import defop
@@ -199,7 +200,8 @@ def check_per_channel(op: str, input, **tensors) -> None:
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalisation over (N, C, *): batch statistics in training (and the running ones
-    updated in place with the unbiased variance), the running statistics in evaluation."""
+    updated in place with the unbiased variance), the running statistics in evaluation.
+    `momentum` may be a 0-d tensor (BatchNorm's cumulative average, 1 / batches seen)."""
     from dualflow.grad_mode import no_grad  # framework/ imports eager lazily (layering)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got "
@@ -225,11 +227,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         y = affine(y, weight, bias, shape)
     var_factor = momentum * count / (count - 1)   # the unbiased variance feeds the running one
     with no_grad():
-        if running_mean is not None and not update_on_arrays(running_mean, mu, 1 - momentum,
-                                                             momentum):
+        direct = not isinstance(momentum, Tensor)
+        if running_mean is not None and not (direct and update_on_arrays(
+                running_mean, mu, 1 - momentum, momentum)):
             running_mean.mul_(1 - momentum).add_(reshape(mu, (c,)) * momentum)
-        if running_var is not None and not update_on_arrays(running_var, var, 1 - momentum,
-                                                            var_factor):
+        if running_var is not None and not (direct and update_on_arrays(
+                running_var, var, 1 - momentum, var_factor)):
             running_var.mul_(1 - momentum).add_(reshape(var, (c,)) * var_factor)
     return y
 

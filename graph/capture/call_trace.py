@@ -108,7 +108,10 @@ class Trace:
         if env is not None:   # sizes asked about from now on are the compiler's questions
             env.traced = True
         self._graph_mode.__exit__(None, None, None)
-        if exc_type is None and _host_rng_states() != self._rng_states:
+        drew = _host_rng_states()[:3] != self._rng_states[:3]
+        if drew:   # the trace is abandoned: eager code goes on drawing the stream it would have
+            _restore_host_rng(self._rng_states)
+        if exc_type is None and drew:
             raise TraceError(
                 f"tracing '{self.graph.name}' drew from Python's `random` or NumPy's global random "
                 "state: the draw happened once, at trace time, and a compiled graph would replay "
@@ -124,9 +127,15 @@ class Trace:
 
 
 def _host_rng_states() -> tuple:
-    """Python's and NumPy's global random states, as comparable values."""
+    """Python's and NumPy's global random states, as comparable values (the last item puts
+    NumPy's back)."""
     state = np.random.get_state()
-    return random.getstate(), state[1].tobytes(), state[2:]
+    return random.getstate(), state[1].tobytes(), state[2:], state
+
+
+def _restore_host_rng(states: tuple) -> None:
+    random.setstate(states[0])
+    np.random.set_state(states[3])
 
 
 def is_traced(t) -> bool:

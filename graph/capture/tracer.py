@@ -12,7 +12,7 @@ import numpy as np
 from dualflow.ops import dispatch
 from dualflow.ops.opdef import TensorType, infer_type
 from dualflow.ops.sized import full_op
-from dualflow.tensor import Tensor
+from dualflow.tensor import Tensor, value_reads
 from dualflow.utils.pytree import flatten
 
 from ..ir.core import Graph
@@ -24,11 +24,28 @@ class TraceError(RuntimeError):
     """Something a static graph cannot express happened while tracing."""
 
 
-def _read_error(what: str) -> TraceError:
+def _read_error(what: str, whose: str = "a traced tensor") -> TraceError:
     return TraceError(
-        f"a tensor value was read while tracing ({what}) at {user_source(3)}: a static graph "
-        "cannot depend on data values. Use tensor ops such as dualflow.where instead of Python "
-        "control flow on tensors, or run this code in eager mode.")
+        f"the value of {whose} was read while tracing (in Python: {what}) at "
+        f"{user_source(2)}: a compiled graph would keep the value seen at trace time on "
+        "every call. Compute with tensor ops instead (t * factor with factor a tensor, "
+        "dualflow.where for a choice), or run this code in eager mode")
+
+
+def _refuse_value_read(t: Tensor, what: str) -> None:
+    """Installed as the Tensor's value-read check: while this thread traces, reading any eager
+    tensor's value in Python (a parameter, a buffer, a global) would bake that value into the
+    graph, so it is refused like a read of a traced one, naming the tensor where known."""
+    if not dispatch.departures:   # no thread traces or has gradients off: the common case
+        return
+    tracer = tracing()
+    if tracer is None:
+        return
+    name = tracer.names.get(id(t))
+    raise _read_error(what, f"'{name}'" if name else "a tensor made outside the traced code")
+
+
+value_reads[:] = [_refuse_value_read]
 
 
 class TracedTensor(Tensor):

@@ -62,8 +62,9 @@ class _BatchNorm(Module):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
-            if self.momentum is None:   # a cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+            if self.momentum is None:   # a cumulative moving average: 1 / batches seen, as a
+                # tensor, so a compiled call computes it afresh instead of keeping a traced value
+                factor = self.num_batches_tracked.to(self.running_mean.dtype).reciprocal()
         use_batch_stats = self.training or (self.running_mean is None
                                             and self.running_var is None)
         track = not self.training or self.track_running_stats
