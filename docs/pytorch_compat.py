@@ -74,6 +74,8 @@ NAMESPACES = [
     ("`torch.distributed.optim`", torch.distributed.optim, _ours("dualflow.distributed.optim"),
      _is_class),
     ("`torch.distributions`", torch.distributions, _ours("dualflow.distributions"), _is_class),
+    ("`torch.linalg`", torch.linalg, flow.linalg, _is_function),
+    ("`torch.sparse` functions", torch.sparse, flow.sparse, _is_function),
 ]
 
 DIFFERENCES = """\
@@ -204,6 +206,39 @@ Packed sequences and parametrizations (`tests/nn/test_packed_sequence.py`,
 * **In-place shape ops** (`squeeze_`, `unsqueeze_`, `t_`, `transpose_`) make the tensor object
   the view; `stride()`/`storage_offset()` report NumPy's layout, which is PyTorch's wherever the
   same op is a view in both (a reshape that must copy starts a new storage in both).
+
+Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.py`,
+`tests/ops/test_linalg_decompositions.py`, `tests/test_sparse.py`, `tests/nn/test_vision_layers.py`,
+`tests/nn/test_interpolate_modes.py`, `tests/zoo/test_stn_and_gcn.py`):
+
+* **`flow.linalg`** takes float32 and float64 (no complex dtypes). `solve_triangular` runs the
+  general LU solver on the triangle (same solution, O(n^3)); a singular matrix raises
+  `flow.linalg.LinAlgError` where PyTorch's triangular solve returns inf/NaN. `det`'s gradient
+  goes through the inverse, so it is defined for invertible matrices only (PyTorch also covers
+  singular ones). `lstsq` solves through `pinv` for every driver: the minimum-norm solution for
+  every shape and rank (what gelsy/gelsd give); `rank`, `residuals` and `singular_values` are
+  filled per driver as PyTorch's CPU does. `qr`'s gradient needs m >= n (PyTorch also has the
+  wide case); `pinv` and `matrix_rank` take float `atol`/`rtol` only (they are compiled-in
+  attributes), not tensors. `cholesky_ex` returns the factor of the positive-definite leading
+  block (zeros after it) for a failing matrix, where LAPACK leaves partial values. `inv_ex`,
+  `solve_ex`, `eig`, `eigvals`, the `lu*` and `ldl*` families, `tensorinv` and `tensorsolve`
+  are missing.
+* **Sparse COO tensors** (`flow.sparse_coo_tensor`) are a `flow.sparse.SparseTensor`, not a
+  `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`@` with a dense matrix
+  (sparse @ sparse densifies the right operand), `t()`, scaling by a number and `requires_grad`
+  are there; elementwise arithmetic with tensors, `torch.mm(sparse, dense)` and the other
+  layouts (CSR, ...) are not. The gradient of a sparse operand is sparse on its own pattern for
+  `sparse.mm`, `spmm` and `@` alike (PyTorch's is dense for `spmm` and `@`). `coalesce()` and
+  `to_sparse()` read values, so they run eagerly; compiled calls take a sparse argument as its
+  indices and values.
+* **`F.grid_sample`** has modes bilinear and nearest (not bicubic); it is a composite of
+  gathers, so it exports as GatherElements, Mul and Add, not as ONNX's `GridSample`, and the
+  grid of a nearest sampling gets no gradient (None; PyTorch's is zeros). At a grid point exactly on a pixel centre the bilinear gradient w.r.t. the
+  grid is one-sided, and which side depends on the grid's last bit (`affine_grid`'s base grid
+  is NumPy's linspace, which rounds differently from PyTorch's in some places).
+* **`F.interpolate(antialias=True)`** exports as opset 18's `Resize(antialias=1,
+  exclude_outside=1)`, except with `align_corners=True`, which ONNX places differently and the
+  exporter refuses.
 
 Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_low_precision.py`):
 

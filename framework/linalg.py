@@ -14,17 +14,23 @@ import numpy as np
 
 from . import dtype as dt
 from .ops.arith import add
-from .ops.decompositions import (cholesky, eigh, eigvalsh, pinv, qr, svd,  # noqa: F401
-                                 svdvals)
-from .ops.linalg import matmul  # noqa: F401
+from .ops.arith import div, mul
+from .ops.decompositions import (cholesky, cholesky_ex, eigh, eigvalsh, pinv, qr,  # noqa: F401
+                                 svd, svdvals)
+from .ops.join import cat
+from .ops.linalg import matmul
+from .ops.matrix_functions import householder_product, matrix_exp  # noqa: F401
 from .ops.reduce import amax_op, amin_op, sum_fn
 from .ops.rules import ShapeError
 from .ops.shape import squeeze, unsqueeze
-from .ops.solve import (LinAlgError, det, inv, mT, slogdet, solve,  # noqa: F401
-                        solve_triangular, square)
+from .ops.solve import (LinAlgError, det, inv, slogdet, solve, solve_triangular,  # noqa: F401
+                        square)
 from .ops.solve import float_matrices
 from .ops.stats import vector_norm
-from .ops.unary import abs_, sqrt
+from .ops.structure import cross as _cross
+from .ops.structure import diag_embed
+from .ops.structure import diagonal as _diagonal
+from .ops.unary import abs_
 from .tensor import Tensor
 
 _LSTSQ = namedtuple("lstsq", ("solution", "residuals", "rank", "singular_values"))
@@ -111,8 +117,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     singular = empty
     if driver != "gels":
         s = svdvals(A.detach())
-        keep = s > (amax_op(s, dim=(s.ndim - 1,), keepdim=True) * rcond if min(m, n) else s)
-        rank = sum_fn(keep.to(dt.int64), -1)
+        rank = sum_fn((s > _cutoff(s, tuple(A.shape), None, rcond)).to(dt.int64), -1)
         if driver in ("gelsd", "gelss"):
             singular = s
     residuals = empty
@@ -122,6 +127,102 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     return _LSTSQ(squeeze(solution, -1) if vector else solution, residuals, rank, singular)
 
 
-__all__ = ["LinAlgError", "cholesky", "det", "eigh", "eigvalsh", "inv",
-           "lstsq", "matmul", "matrix_norm", "norm", "pinv", "qr", "slogdet", "solve",
-           "solve_triangular", "svd", "svdvals", "vector_norm"]
+# ---- products and matrix functions ---------------------------------------------------------------
+def matrix_power(A: Tensor, n: int) -> Tensor:
+    """torch.linalg.matrix_power: A^n by repeated squaring; n = 0 gives the identity and n < 0
+    the power of A's inverse."""
+    square("linalg.matrix_power", A)
+    if n == 0:
+        return diag_embed(A.new_ones(tuple(A.shape[:-1])))
+    base, n = (inv(A), -n) if n < 0 else (A, n)
+    result = None
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result
+
+
+def multi_dot(tensors) -> Tensor:
+    """torch.linalg.multi_dot: the chained product; a 1-d first (last) operand is a row
+    (column) vector, dropped from the result."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise ValueError(f"linalg.multi_dot: expected at least 2 tensors, got {len(tensors)}")
+    first, last = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    if any(t.ndim != 2 for t in tensors[1:-1]) or tensors[0].ndim not in (1, 2) or \
+            tensors[-1].ndim not in (1, 2):
+        raise ShapeError(f"linalg.multi_dot: expected 1-d or 2-d ends and 2-d tensors between, "
+                         f"got shapes {[tuple(t.shape) for t in tensors]}")
+    out = unsqueeze(tensors[0], 0) if first else tensors[0]
+    for t in tensors[1:-1]:
+        out = matmul(out, t)
+    out = matmul(out, unsqueeze(tensors[-1], 1) if last else tensors[-1])
+    if last:
+        out = squeeze(out, -1)
+    return squeeze(out, 0) if first else out
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """torch.linalg.vecdot: the dot product along `dim` (inputs broadcast)."""
+    return sum_fn(mul(x, y), dim)
+
+
+def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
+    """torch.linalg.cross: the 3-vector cross product along `dim` (default the last)."""
+    return _cross(input, other, dim)
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """torch.linalg.diagonal: torch.diagonal over the last two dims by default."""
+    return _diagonal(A, offset, dim1, dim2)
+
+
+def vander(x: Tensor, *, N: int | None = None) -> Tensor:
+    """torch.linalg.vander: columns x^0, x^1, ..., x^(N-1) (as a running product)."""
+    n = x.shape[-1] if N is None else int(N)
+    if n < 1:
+        raise ValueError(f"linalg.vander: N must be positive, got {n}")
+    powers = [unsqueeze(x * 0 + 1, -1)] + [unsqueeze(x, -1)] * (n - 1)
+    return cat(powers, -1).cumprod(-1)
+
+
+def _cutoff(s: Tensor, shape: tuple, atol, rtol):
+    """pinv's and matrix_rank's threshold: max(atol, rtol * s_max)."""
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else \
+            float(np.finfo(s.dtype.np).eps) * max(shape[-2:])
+    largest = amax_op(s, dim=(s.ndim - 1,), keepdim=True) if s.shape[-1] else s
+    cut = largest * rtol
+    return cut.clamp_min(float(atol)) if atol else cut
+
+
+def matrix_rank(A: Tensor, *, atol: float | None = None, rtol: float | None = None,
+                hermitian: bool = False) -> Tensor:
+    """torch.linalg.matrix_rank: how many singular values exceed max(atol, rtol * s_max)
+    (rtol defaults as in pinv); int64."""
+    float_matrices("linalg.matrix_rank", A)
+    s = abs_(eigvalsh(A)) if hermitian else svdvals(A)
+    return sum_fn((s > _cutoff(s, tuple(A.shape), atol, rtol)).to(dt.int64), -1)
+
+
+def cond(A: Tensor, p=None) -> Tensor:
+    """torch.linalg.cond: s_max / s_min for p None or 2 (-2: the inverse ratio); for the other
+    matrix norms |A|_p |A^-1|_p."""
+    float_matrices("linalg.cond", A)
+    if p in (None, 2, -2):
+        s = svdvals(A)
+        top, bottom = amax_op(s, dim=(s.ndim - 1,), keepdim=False), \
+            amin_op(s, dim=(s.ndim - 1,), keepdim=False)
+        return div(top, bottom) if p != -2 else div(bottom, top)
+    square("linalg.cond", A)
+    return mul(matrix_norm(A, p), matrix_norm(inv(A), p))
+
+
+__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
+           "eigvalsh", "householder_product", "inv", "lstsq", "matmul", "matrix_exp",
+           "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
+           "slogdet", "solve", "solve_triangular", "svd", "svdvals", "vander", "vecdot",
+           "vector_norm"]

@@ -14,6 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .. import dtype as dt
 from ..tensor import Tensor
 from .arith import _grad_if, add, div, mul, sub
 from .linalg import matmul_op
@@ -23,6 +24,7 @@ from .shape import narrow, unsqueeze
 from .solve import LinAlgError, checked_linalg, float_matrices, mT, solve_triangular_op, square
 from .structure import diag_embed, diagonal, tril, triu
 
+_CHOLESKY_EX = namedtuple("cholesky_ex", ("L", "info"))
 _QR = namedtuple("qr", ("Q", "R"))
 _EIGH = namedtuple("eigh", ("eigenvalues", "eigenvectors"))
 _SVD = namedtuple("svd", ("U", "S", "Vh"))
@@ -36,12 +38,46 @@ def _eye_like(x):
 
 
 # ---- cholesky ------------------------------------------------------------------------------------
-def _cholesky_kernel(xp, a, upper):
+def _factor(xp, a):
+    """(L, info): L of each matrix and info 0, or, for a matrix that is not positive-definite,
+    the order of its first leading minor that is not (as LAPACK's potrf) and the factor of the
+    block before it (zeros elsewhere). NumPy raises for the whole batch, CuPy returns NaN: both
+    send the batch through the per-matrix search."""
     try:
         low = xp.linalg.cholesky(a)
-    except getattr(xp.linalg, "LinAlgError", ()) as exc:
-        raise LinAlgError(f"linalg.cholesky: the input is not positive-definite ({exc})") from None
+        if not bool(xp.isnan(low).any()):
+            return low, xp.zeros(a.shape[:-2], "int32")
+    except getattr(xp.linalg, "LinAlgError", ()):
+        pass
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    low, info = xp.zeros_like(flat), xp.zeros(len(flat), "int32")
+    for i in range(len(flat)):
+        for order in range(1, n + 1):
+            try:
+                block = xp.linalg.cholesky(flat[i, :order, :order])
+            except getattr(xp.linalg, "LinAlgError", ()):
+                block = None
+            if block is None or bool(xp.isnan(block).any()):
+                info[i] = order
+                break
+            low[i, :order, :order] = block
+    return low.reshape(a.shape), info.reshape(a.shape[:-2])
+
+
+def _cholesky_kernel(xp, a, upper):
+    low, info = _factor(xp, a)
+    if bool(info.any()):
+        order = int(info.reshape(-1)[xp.flatnonzero(info.reshape(-1))[0]])
+        raise LinAlgError(f"linalg.cholesky: the factorization could not be completed because "
+                          f"the input is not positive-definite (the leading minor of order "
+                          f"{order} is not positive-definite)")
     return xp.swapaxes(low, -1, -2).copy() if upper else low
+
+
+def _cholesky_ex_kernel(xp, a, upper):
+    low, info = _factor(xp, a)
+    return (xp.swapaxes(low, -1, -2).copy() if upper else low), info
 
 
 def _cholesky_vjp(g, factor, a, upper):
@@ -60,12 +96,36 @@ cholesky_op = defop(
     _cholesky_vjp, saves=(), saves_out=True, onnx=not_exportable(_NO_ONNX))
 
 
+def _cholesky_ex_rule(a, upper):
+    shape = square("linalg.cholesky_ex", a)
+    return TensorType(shape, a.dtype, a.device), TensorType(shape[:-2], dt.int32, a.device)
+
+
+# cholesky with a per-matrix error code instead of an error.
+cholesky_ex_op = defop(
+    "cholesky_ex", _cholesky_ex_kernel, _cholesky_ex_rule,
+    lambda grads, outs, a, upper: _cholesky_vjp(grads[0], outs[0], a, upper),
+    saves=(), saves_out=(0,), num_outputs=2, onnx=not_exportable(_NO_ONNX))
+
+
 def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """torch.linalg.cholesky: L with A = L L^T (or U with A = U^T U when upper); only A's lower
     triangle is read. A matrix that is not positive-definite raises LinAlgError."""
     float_matrices("linalg.cholesky", A)
     square("linalg.cholesky", A)
     return cholesky_op(A, upper=bool(upper))
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
+    """torch.linalg.cholesky_ex: (L, info), info 0 per positive-definite matrix, else the order
+    of its first leading minor that is not (L then holds the factor of the block before it);
+    check_errors raises instead, as cholesky does."""
+    if check_errors:
+        return _CHOLESKY_EX(cholesky(A, upper=upper), A.new_zeros(tuple(A.shape[:-2]),
+                                                                  dtype=dt.int32))
+    float_matrices("linalg.cholesky_ex", A)
+    square("linalg.cholesky_ex", A)
+    return _CHOLESKY_EX(*cholesky_ex_op(A, upper=bool(upper)))
 
 
 def cholesky_legacy(input: Tensor, upper: bool = False) -> Tensor:

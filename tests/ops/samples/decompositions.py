@@ -13,6 +13,13 @@ def _spd(*shape, seed=0):
     return x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])
 
 
+def _check_cholesky_ex(outs, a, upper):
+    low, info = outs
+    np.testing.assert_array_equal(info, [0, 1])
+    np.testing.assert_allclose(low[0], np.linalg.cholesky(a[0]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(low[1], 0)
+
+
 def _check_qr(outs, a, mode):
     q, r = outs
     np.testing.assert_allclose(np.triu(r), r, atol=0)
@@ -51,6 +58,8 @@ SAMPLES = {
                  Sample((_spd(2, 4, 4),), {"upper": True},
                         lambda a, upper: np.swapaxes(np.linalg.cholesky(a), -1, -2), grad=False,
                         label="batch_upper")],
+    "cholesky_ex": [Sample((np.stack([_spd(3, 3), -_spd(3, 3, seed=1)]),), {"upper": False},
+                           check=_check_cholesky_ex, grad=False, label="batch_one_failing")],
     "qr": [Sample((rnd(4, 3),), {"mode": "reduced"}, check=_check_qr, label="tall"),
            Sample((rnd(2, 3, 3),), {"mode": "complete"}, check=_check_qr, label="batch_square"),
            Sample((rnd(3, 5),), {"mode": "r"}, check=_check_qr, grad=False, label="wide_r")],
