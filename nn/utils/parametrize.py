@@ -16,6 +16,8 @@ import copy
 from typing import Sequence
 
 from dualflow.grad_mode import no_grad
+from dualflow.graph.capture.tracer import TraceError
+from dualflow.ops.dispatch import state
 from dualflow.tensor import Tensor
 
 from ..module import Module
@@ -23,19 +25,26 @@ from ..modules.container import ModuleDict, ModuleList
 from ..parameter import Parameter
 
 _cache: dict = {}
-_cache_depth = [0]
+_cache_openers: list = []   # the interpreter each open cached() block was entered under
+
+
+def _interpreter():
+    """The trace running (None in eager mode)."""
+    return state.interpreters[-1] if state.interpreters else None
 
 
 @contextlib.contextmanager
 def cached():
     """Within the context, each parametrized tensor is computed at its first read and reused
-    (one forward shares one spectral norm / orthogonal map across several uses)."""
-    _cache_depth[0] += 1
+    (one forward shares one spectral norm / orthogonal map across several uses). A block
+    opened around a compiled call is refused inside its trace: whether a read hits the cache
+    is Python state the graph could not replay (the call falls back to eager in GRAPH mode)."""
+    _cache_openers.append(_interpreter())
     try:
         yield
     finally:
-        _cache_depth[0] -= 1
-        if not _cache_depth[0]:
+        _cache_openers.pop()
+        if not _cache_openers:
             _cache.clear()
 
 
@@ -151,12 +160,19 @@ class ParametrizationList(ModuleList):
 def _parametrized_property(name: str) -> property:
     def get(self):
         plist = self.parametrizations[name]
-        if not _cache_depth[0]:
+        if not _cache_openers:
             return plist()
-        key = (id(self), name)
+        interp = _interpreter()
+        if interp is not None and any(opener is not interp for opener in _cache_openers):
+            raise TraceError(f"{type(self).__name__}.{name} was read while tracing inside a "
+                             "parametrize.cached() block opened outside the compiled call; "
+                             "open the block inside forward, or call the module eagerly")
+        # one entry per interpreter: a traced value never leaves its trace (the entry keeps the
+        # interpreter alive, so its id stays unique while the block is open)
+        key = (id(self), name, id(interp))
         if key not in _cache:
-            _cache[key] = plist()
-        return _cache[key]
+            _cache[key] = (interp, plist())
+        return _cache[key][1]
 
     def set_(self, value):
         self.parametrizations[name].right_inverse(value)

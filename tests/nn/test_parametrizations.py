@@ -285,3 +285,61 @@ def test_spectral_norm_exports_to_onnx(tmp_path):
         want = _np(model(flow.tensor(x)))
         got = session.run(None, {"x": x})[0]
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_cached_inside_and_around_compiled_calls():
+    """`cached()` inside a compiled forward: one power iteration per call, as in eager. Around
+    a GRAPH-mode call: the trace refuses (the cache is Python state the graph cannot replay),
+    so the call runs eagerly, with eager's caching; nn.Graph raises."""
+    class Twice(nn.Module):
+        def __init__(self, inner_cache: bool):
+            super().__init__()
+            self.fc = P.spectral_norm(nn.Linear(3, 3).double())
+            self.inner_cache = inner_cache
+
+        def forward(self, x):
+            if not self.inner_cache:
+                return self.fc(self.fc(x))
+            with parametrize.cached():
+                return self.fc(self.fc(x))
+
+    def run(graph: bool, inner_cache: bool):
+        flow.manual_seed(11)
+        model = Twice(inner_cache)
+        x = flow.tensor(np.random.default_rng(12).standard_normal((2, 3)))
+        with parametrize.cached():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with flow.mode(flow.GRAPH if graph else flow.EAGER):
+                    outs = [_np(model(x)) for _ in range(2)]
+            weight = model.fc.weight
+            assert weight._data is not None          # an eager tensor, not a traced one
+        return (outs, _np(model.fc.parametrizations.weight[0]._u), _np(weight)), caught
+    for inner in (True, False):
+        (got, caught), (want, _) = run(True, inner), run(False, inner)
+        if inner:   # the first call of Twice.forward in GRAPH mode: it says why it breaks
+            assert any("cached()" in str(w.message) for w in caught)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-13)
+    flow.manual_seed(11)
+    model = Twice(True)
+    x = flow.tensor(np.random.default_rng(12).standard_normal((2, 3)))
+    want = [_np(model(x)) for _ in range(2)], _np(model.fc.parametrizations.weight[0]._u)
+    flow.manual_seed(11)
+    model = Twice(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with flow.mode(flow.GRAPH):
+            got = [_np(model(x)) for _ in range(2)], _np(model.fc.parametrizations.weight[0]._u)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-13)
+
+    class Forward(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            return self.model(x)
+    with parametrize.cached(), pytest.raises(Exception, match="cached"):
+        Forward()(x)
