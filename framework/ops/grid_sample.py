@@ -1,9 +1,10 @@
-"""Spatial transformers, as in PyTorch: affine_grid and grid_sample (bilinear and nearest, padding
-zeros / border / reflection, align_corners either way), 2-d and 3-d (volumetric).
+"""Spatial transformers, as in PyTorch: affine_grid and grid_sample (bilinear, nearest and
+bicubic, padding zeros / border / reflection, align_corners either way), 2-d and 3-d
+(volumetric; bicubic is 2-d only, as in PyTorch).
 
 Both are composites: affine_grid is a constant base grid times theta^T; grid_sample maps grid
 coordinates to pixel positions with PyTorch's formulas (unnormalize, then clip or reflect),
-gathers the 2^d neighbours from the flattened image and weights them. Gradients w.r.t. the
+gathers the 2^d (bicubic: 16) neighbours from the flattened image and weights them. Gradients w.r.t. the
 image (a scatter-add of the gathers) and the grid (through the weights and the coordinate
 transforms) come from the parts and are PyTorch's, as are tracing and ONNX export (Gather,
 Mul, Add; not ONNX's GridSample, which has no 3-d form before opset 20).
@@ -19,7 +20,7 @@ import numpy as np
 from .. import dtype as dt
 from ..creation import tensor as as_tensor
 from ..tensor import Tensor
-from .arith import add, fmod, mul, remainder, sub
+from .arith import add, fmod, mul, remainder, rsub, sub
 from .compare import clamp, eq, ge, le, logical_and, where
 from .core import broadcast_to
 from .gather import gather
@@ -28,7 +29,7 @@ from .rules import ShapeError
 from .shape import reshape, transpose, unsqueeze
 from .unary import abs_, floor, round_fn
 
-_MODES = ("bilinear", "nearest")
+_MODES = ("bilinear", "nearest", "bicubic")
 _PADDING = ("zeros", "border", "reflection")
 
 
@@ -88,19 +89,35 @@ def _reflect(coord, twice_low: int, twice_high: int):
     return where(even, add(extra, low), add(sub(span, extra), low))
 
 
-def _source(coord, size: int, padding_mode: str, align_corners: bool):
-    """PyTorch's `grid_sampler_compute_source_index`: a normalized coordinate as a pixel
-    position along a dim of `size` pixels."""
+def _unnormalize(coord, size: int, align_corners: bool):
+    """PyTorch's `grid_sampler_unnormalize`: a normalized coordinate as a pixel position."""
     if align_corners:
-        pixel = mul(add(coord, 1.0), (size - 1) / 2)
-    else:
-        pixel = mul(sub(mul(add(coord, 1.0), size), 1.0), 0.5)
+        return mul(add(coord, 1.0), (size - 1) / 2)
+    return mul(sub(mul(add(coord, 1.0), size), 1.0), 0.5)
+
+
+def _pad(pixel, size: int, padding_mode: str, align_corners: bool):
+    """PyTorch's `compute_coordinates`: a pixel position clipped or reflected into the image
+    (zeros padding leaves it, and reads outside give 0)."""
     if padding_mode == "border":
         return clamp(pixel, 0, size - 1)
     if padding_mode == "reflection":
         twice = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
         return clamp(_reflect(pixel, *twice), 0, size - 1)
     return pixel
+
+
+def _cubic_taps(t):
+    """The four cubic-convolution weights (a = -0.75, PyTorch's) of taps at floor - 1 ...
+    floor + 2, t the fraction past floor."""
+    a = -0.75
+
+    def near(x):   # |x| <= 1
+        return ((x * (a + 2) - (a + 3)) * x) * x + 1.0
+
+    def far(x):    # 1 < |x| < 2
+        return ((x * a - 5 * a) * x + 8 * a) * x - 4 * a
+    return far(t + 1.0), near(t), near(rsub(t, 1.0)), far(rsub(t, 2.0))
 
 
 def _all_inside(positions, spatial: tuple):
@@ -134,36 +151,54 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     """Sample input (N, C, H, W) at grid (N, Ho, Wo, 2) (x, y in [-1, 1]; 5-d input with a
     (N, Do, Ho, Wo, 3) grid for volumes): (N, C, Ho, Wo), as torch.nn.functional.grid_sample."""
     if mode not in _MODES:
-        raise ValueError(f"grid_sample: mode must be 'bilinear' or 'nearest', got {mode!r}")
+        raise ValueError(f"grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got "
+                         f"{mode!r}")
     if padding_mode not in _PADDING:
         raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', "
                          f"got {padding_mode!r}")
     align_corners = _align_default("grid_sample", align_corners)
     d = input.ndim - 2
     if d not in (2, 3) or grid.ndim != d + 2 or grid.shape[0] != input.shape[0] or \
-            grid.shape[-1] != d:
+            grid.shape[-1] != d or (mode == "bicubic" and d != 2):
         raise ShapeError(f"grid_sample: expected input (N, C, H, W) with grid (N, Ho, Wo, 2), "
-                         f"or 5-d input with grid (N, Do, Ho, Wo, 3); got input "
-                         f"{tuple(input.shape)} and grid {tuple(grid.shape)}")
+                         f"or 5-d input with grid (N, Do, Ho, Wo, 3) (not for bicubic); got "
+                         f"input {tuple(input.shape)} and grid {tuple(grid.shape)}")
     if input.dtype is not grid.dtype or not input.dtype.is_floating_point:
         raise TypeError(f"grid_sample: expected input and grid of one floating dtype, got "
                         f"{input.dtype} and {grid.dtype}")
     spatial, out_shape = tuple(input.shape[2:]), tuple(grid.shape[1:-1])
     # grid's last dim is (x, y[, z]): x indexes the last spatial dim
-    coords = [_source(grid[..., d - 1 - k], spatial[k], padding_mode, align_corners)
-              for k in range(d)]
+    pixels = [_unnormalize(grid[..., d - 1 - k], spatial[k], align_corners) for k in range(d)]
     flat = reshape(input, tuple(input.shape[:2]) + (-1,))
+    if mode == "bicubic":   # taps around the unpadded position, each tap padded on its own
+        taps = []
+        for p, size in zip(pixels, spatial):
+            low = floor(p)
+            weights = _cubic_taps(sub(p, low))
+            taps.append([(_pad(add(low, float(k)), size, padding_mode, align_corners), w)
+                         for k, w in zip((-1, 0, 1, 2), weights)])
+        return _weighted_taps(flat, taps, spatial, out_shape, padding_mode)
+    coords = [_pad(p, size, padding_mode, align_corners) for p, size in zip(pixels, spatial)]
     if mode == "nearest":
         nearest = [round_fn(c) for c in coords]
         return _masked(_read(flat, nearest, spatial, out_shape), nearest, spatial, padding_mode)
-    lows = [floor(c) for c in coords]
+    taps = []
+    for c in coords:   # weight 1 - |c - position| at floor(c) and floor(c) + 1
+        low = floor(c)
+        high = add(low, 1.0)
+        taps.append([(low, sub(high, c)), (high, sub(c, low))])
+    return _weighted_taps(flat, taps, spatial, out_shape, padding_mode)
+
+
+def _weighted_taps(flat, taps: list, spatial: tuple, out_shape: tuple, padding_mode: str):
+    """The sum over every combination of one (position, weight) tap per dim of the image there
+    times the product of the weights."""
     out = None
-    for corner in itertools.product((0, 1), repeat=d):
-        positions = [add(low, 1.0) if up else low for low, up in zip(lows, corner)]
-        weight = None
-        for c, low, up in zip(coords, lows, corner):   # 1 - |c - position| along each dim
-            w = sub(c, low) if up else sub(add(low, 1.0), c)
-            weight = w if weight is None else mul(weight, w)
+    for combo in itertools.product(*taps):
+        positions = [p for p, _ in combo]
+        weight = combo[0][1]
+        for _, w in combo[1:]:
+            weight = mul(weight, w)
         term = mul(_read(flat, positions, spatial, out_shape),
                    unsqueeze(_mask_weight(weight, positions, spatial, padding_mode), 1))
         out = term if out is None else add(out, term)

@@ -64,6 +64,9 @@ for _padding in ("zeros", "border", "reflection"):
         CASES[f"grid_sample_nearest_{_padding}_{_corners}"] = (
             lambda lib, x, p=_padding, c=_corners: lib.nn.functional.grid_sample(
                 x, lib.tensor(_GRID).to(x.dtype), "nearest", p, c), [rnd(2, 3, 5, 6)])
+        CASES[f"grid_sample_bicubic_{_padding}_{_corners}"] = (
+            lambda lib, x, g, p=_padding, c=_corners: lib.nn.functional.grid_sample(
+                x, g, "bicubic", p, c), [rnd(2, 3, 5, 6), _GRID])
 CASES["grid_sample_3d"] = (lambda lib, x, g: lib.nn.functional.grid_sample(
     x, g, "bilinear", "reflection", False), [rnd(1, 2, 3, 4, 5), rnd(1, 2, 3, 2, 3, low=-1.3,
                                                                         high=1.3)])
@@ -82,10 +85,11 @@ def test_grid_sample_gradients_match_finite_differences():
     x = flow.tensor(rnd(1, 2, 4, 5), requires_grad=True)
     # grid points away from pixel boundaries, where the bilinear map is smooth
     g = flow.tensor(rnd(1, 3, 2, 2, low=-0.9, high=0.9), requires_grad=True)
-    for padding in ("zeros", "border", "reflection"):
-        assert flow.autograd.gradcheck(
-            lambda a, b: F.grid_sample(a, b, "bilinear", padding, False), (x, g),
-            eps=1e-6, atol=1e-6, rtol=1e-4)
+    for mode in ("bilinear", "bicubic"):
+        for padding in ("zeros", "border", "reflection"):
+            assert flow.autograd.gradcheck(
+                lambda a, b: F.grid_sample(a, b, mode, padding, False), (x, g),
+                eps=1e-6, atol=1e-6, rtol=1e-4)
     theta = flow.tensor(rnd(2, 2, 3), requires_grad=True)
     assert flow.autograd.gradcheck(lambda t: F.affine_grid(t, (2, 1, 3, 4), False), (theta,),
                                    eps=1e-6, atol=1e-6, rtol=1e-4)
