@@ -45,6 +45,10 @@ def _in_place(name: str, view_fn):
             raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
         view = view_fn(_alias(self), *args)
+        if self._data is not None and view._data is None:
+            raise RuntimeError(f"{name}: a tensor from outside the traced call (a parameter, "
+                               "buffer or captured tensor) cannot change shape in place in a "
+                               "compiled graph; use the out-of-place form")
         requires_grad, grad_fn = self.requires_grad, self.grad_fn
         _copy_slots(self, view)
         if not grad_mode.is_grad_enabled():   # no tape: the autograd facts stay as they were

@@ -124,3 +124,26 @@ def test_compiled_in_place_shape_ops_match_eager():
         def build(self, x):
             return self.model(x)
     np.testing.assert_array_equal(Forward()(flow.tensor(x)).numpy(), want.detach().numpy())
+
+
+def test_compiled_in_place_shape_op_on_outside_tensor_refuses():
+    class Bad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", flow.ones(1, 3))
+
+        def forward(self, x):
+            self.scale.squeeze_(0)
+            return x * self.scale
+
+    class Forward(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = Bad()
+
+        def build(self, x):
+            return self.model(x)
+    graph = Forward()
+    with pytest.raises(RuntimeError, match="cannot change shape in place"):
+        graph(flow.ones(2, 3))
+    assert tuple(graph.model.scale.shape) == (1, 3)     # untouched
