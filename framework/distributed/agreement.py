@@ -3,9 +3,10 @@
 MPI trusts its callers: an all-reduce of 4 elements on one rank and 6 on another, of float32
 against float64, or a broadcast from root 0 against root 1, returns garbage without an error.
 So every collective first all-gathers a fixed-size header from each rank — which collective,
-how many elements, which dtype, the root or reduce op — and starts the data exchange only when all rows agree. Every rank sees the
-same table, so on a mismatch every rank raises the same `DistBackendError` naming what differs,
-and no rank has started the exchange (the tensors are untouched).
+how many elements, which dtype, the root or reduce op — and starts the data exchange only when
+all rows agree. Every rank sees the same table, so on a mismatch every rank raises the same
+`DistBackendError` naming what differs, and no rank has started the exchange (the tensors are
+untouched).
 
 A rank that leaves the group — `destroy_process_group`, or interpreter exit without it — sends
 a LEAVE header instead; ranks waiting in a collective then get it as their peer's row and raise

@@ -44,7 +44,8 @@ class _Step:
     __slots__ = ("where", "table", "header_request", "start", "request", "then", "error")
 
     def __init__(self, where: str, table: np.ndarray, header_request, start):
-        self.where, self.table, self.header_request, self.start = where, table, header_request, start
+        self.where, self.table, self.header_request = where, table, header_request
+        self.start = start
         self.request = self.then = self.error = None
 
 

@@ -4,8 +4,9 @@ A worker takes requests from its own index queue and puts one reply per request 
 result queue, tagged (worker id, epoch, request number): a batch (its arrays in shared memory, see
 `shm.py`), a `WorkerError` carrying the worker's traceback, or `EXHAUSTED` once its copy of an
 iterable dataset has run out. The reply is pickled in the worker, so one that cannot be
-pickled becomes a `WorkerError` instead of never arriving. `None` on the index queue tells it to exit; so does finding its
-parent gone (the main process was killed), so a worker never outlives the program.
+pickled becomes a `WorkerError` instead of never arriving. `None` on the index queue tells it to
+exit; so does finding its parent gone (the main process was killed), so a worker never outlives
+the program.
 """
 from __future__ import annotations
 
