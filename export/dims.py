@@ -5,14 +5,14 @@ bound and captured tensor. To export a model whose batch (or any other) axis is 
 exporter traces it again with each dynamic axis resized (`Variants`), checks that the graphs match
 node for node, and marks every integer that changed as a `Dim`: its values in every trace, and,
 where they fit one, the affine rule `const + sum(coeff * symbol)` that computes it at run time.
-A size that is no affine rule of the axes but a polynomial of them (`x.reshape(-1, D)` with batch
-and sequence both dynamic: batch * seq) keeps the polynomial the symbolic trace computed it with
-(`Dim.poly`), checked against every trace.
+A size the symbolic trace computed (traced with symbols) keeps the Python formula it was
+computed with (`Dim.formula`: `s0*s1` after `x.reshape(-1, D)` with batch and sequence dynamic,
+`(s1 - 1)//(2) + 1` after a strided conv), checked against every trace; that rule holds at every
+size, where a fitted affine one holds at the traced sizes only.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 from dualflow.graph.ir.core import Graph
@@ -24,19 +24,12 @@ from .errors import ExportError
 class Dim:
     """An integer that depends on dynamic axes. `values` holds it in every trace (base first), so
     two Dims are equal exactly when they agree in every trace; `terms` is ((symbol, coeff), ...)
-    of its affine rule, or None when no affine rule fits; then `poly`, when known, is
-    (((symbol, ...), coeff), ...): the sum of each coefficient times its symbols' product."""
+    of its affine rule, or None when no affine rule holds; `formula`, when known, is the Python
+    integer expression (+ - * // %, over the trace's size symbols) it was computed with."""
     values: tuple
     const: int = 0
     terms: tuple | None = None
-    poly: tuple | None = field(default=None, compare=False)
-
-    @property
-    def rule(self) -> tuple | None:
-        """The size as a polynomial (((symbol, ...), coeff), ...), affine rules included."""
-        if self.terms is None:
-            return self.poly
-        return tuple(((s,), c) for s, c in self.terms) + (((), self.const),) * bool(self.const)
+    formula: str | None = field(default=None, compare=False)
 
     @property
     def base(self) -> int:
@@ -59,50 +52,44 @@ class Dim:
         if not isinstance(k, int) or isinstance(k, bool):
             return NotImplemented
         terms = None if self.terms is None else tuple((s, c * k) for s, c in self.terms if c * k)
-        poly = None if self.poly is None else tuple((m, c * k) for m, c in self.poly if c * k)
-        return _make(tuple(v * k for v in self.values), self.const * k, terms, poly)
+        formula = None if self.formula is None else f"({self.formula})*{k}"
+        return _make(tuple(v * k for v in self.values), self.const * k, terms, formula)
 
     __rmul__ = __mul__
 
     def __repr__(self) -> str:
-        if self.terms is None and self.poly is not None:
-            return " + ".join("*".join(m + ((str(c),) if c != 1 or not m else ()))
-                              for m, c in self.poly)
         if self.terms is None:
-            return f"<size {self.base}, no polynomial of the dynamic axes>"
+            return self.formula or f"<size {self.base}, no rule of the dynamic axes>"
         parts = [f"{c}*{s}" if c != 1 else s for s, c in self.terms]
         return " + ".join(parts + ([str(self.const)] if self.const else []))
 
 
-def _make(values: tuple, const: int, terms, poly=None):
+def _make(values: tuple, const: int, terms, formula=None):
     """A Dim, or the int it reduces to when every trace agrees."""
     if all(v == values[0] for v in values):
         return values[0]
-    return Dim(values, const, terms, poly)
+    return Dim(values, const, terms, formula)
 
 
-def _poly_sum(a: tuple | None, b: tuple | None, sign: int) -> tuple | None:
-    if a is None or b is None:
-        return None
-    coeffs = dict(a)
-    for m, c in b:
-        coeffs[m] = coeffs.get(m, 0) + sign * c
-    return tuple((m, c) for m, c in coeffs.items() if c)
+def _joined(a: str | None, b: str | None, sign: int) -> str | None:
+    return None if a is None or b is None else f"({a}) {'+' if sign > 0 else '-'} ({b})"
 
 
 def _linear(a: Dim, b, sign: int):
     if isinstance(b, bool) or not isinstance(b, (int, Dim)):
         return NotImplemented
     if isinstance(b, int):
-        poly = _poly_sum(a.poly, (((), b),), sign)
-        return _make(tuple(v + sign * b for v in a.values), a.const + sign * b, a.terms, poly)
+        return _make(tuple(v + sign * b for v in a.values), a.const + sign * b, a.terms,
+                     _joined(a.formula, str(b), sign))
     values = tuple(x + sign * y for x, y in zip(a.values, b.values))
+    formula = _joined(a.formula, b.formula, sign)
     if a.terms is None or b.terms is None:
-        return _make(values, 0, None, _poly_sum(a.rule, b.rule, sign))
+        return _make(values, 0, None, formula)
     coeffs = dict(a.terms)
     for s, c in b.terms:
         coeffs[s] = coeffs.get(s, 0) + sign * c
-    return _make(values, a.const + sign * b.const, tuple((s, c) for s, c in coeffs.items() if c))
+    return _make(values, a.const + sign * b.const,
+                 tuple((s, c) for s, c in coeffs.items() if c), formula)
 
 
 def is_static(x) -> bool:
@@ -127,19 +114,21 @@ class Variants:
     traced: dict = field(default_factory=dict)
 
     def dim(self, values: tuple, traced=None):
-        """An int when every trace agrees, else the Dim with its rule: the polynomial of
-        `traced` (the first trace's symbolic size) when there is one, which holds at every size;
-        without it (a trace made with plain sizes) the affine rule that fits the traces, if any.
-        A symbolic size with a floor division (a strided conv's output) has no rule, even where
-        an affine one fits the traced sizes."""
+        """An int when every trace agrees, else the Dim with its rules: the formula of `traced`
+        (the first trace's symbolic size) when it gives `values`, and the affine rule, when it is
+        affine (a formula with a floor division is not, even where one fits the traced sizes);
+        without a formula (a trace made with plain sizes), the affine rule that fits the traces."""
         if all(v == values[0] for v in values):
             return values[0]
-        if getattr(traced, "expr", None) is not None:
-            poly = self._polynomial(values, traced)
-            if poly is None or any(len(m) > 1 for m, _ in poly):
-                return Dim(tuple(values), poly=poly)
-            const = sum(c for m, c in poly if not m)
-            return Dim(tuple(values), const, tuple((m[0], c) for m, c in poly if m))
+        expr = getattr(traced, "expr", None)
+        if expr is not None:
+            formula = expr.code()
+            if any(self._evaluate(formula, k) != v for k, v in enumerate(values)):
+                return Dim(tuple(values))
+            if all(len(m) <= 1 and all(a in self.traced for a in m) for m, _ in expr.terms):
+                terms = tuple((self.traced[m[0]], c) for m, c in expr.terms if m)
+                return Dim(tuple(values), dict(expr.terms).get((), 0), terms, formula)
+            return Dim(tuple(values), formula=formula)   # a product, or an opaque // or %
         base, terms = values[0], []
         for i, s in enumerate(self.symbols):
             step = self.sizes[1 + i][s] - self.sizes[0][s]
@@ -154,22 +143,13 @@ class Variants:
                 return Dim(tuple(values))
         return Dim(tuple(values), const, tuple(terms))
 
-    def _polynomial(self, values: tuple, traced) -> tuple | None:
-        """The symbolic size's polynomial over these symbols, if it has no opaque atom (a floor
-        division) and gives `values` in every trace."""
-        expr = getattr(traced, "expr", None)
-        if expr is None:
+    def _evaluate(self, formula: str, k: int):
+        """A formula's value at trace k's sizes (None when it reads a symbol not traced)."""
+        sizes = {t: self.sizes[k][s] for t, s in self.traced.items()}
+        try:
+            return eval(formula, {"__builtins__": {}}, sizes)  # noqa: S307 - graph.symbolic's code
+        except NameError:
             return None
-        poly = []
-        for mono, coeff in expr.terms:
-            names = tuple(self.traced.get(a) for a in mono)
-            if None in names:
-                return None
-            poly.append((names, coeff))
-        for sizes, value in zip(self.sizes, values):
-            if sum(c * math.prod(sizes[n] for n in m) for m, c in poly) != value:
-                return None
-        return tuple(poly)
 
 
 def merge_attr(variants: Variants, trees: list, where: str):

@@ -22,6 +22,7 @@ from .errors import ExportError, describe_node
 from .fold_affine import fold_affine
 from .fuse_layer_norm import layer_normalization
 from .opsets import to_opset
+from .size_formula import formula_tensor
 from .native_ops import global_average_pool, merge_reflect_pads, prelu
 from .peephole import (collapse_reshapes, drop_trailing_empty_outputs, fuse_bias,
                        softmax_of_kept_rows)
@@ -110,30 +111,32 @@ class Exporter:
         """A [1] int64 tensor holding a dynamic size, computed from the inputs' shapes."""
         if dim in self._dim_names:
             return self._dim_names[dim]
-        if dim.rule is None:
-            raise ExportError(f"a size ({dim}: {dim.values[0]} as traced) is no polynomial of "
-                              "the dynamic axes, so it cannot be computed at run time")
+        if dim.terms is None and dim.formula is None:
+            raise ExportError(f"a size ({dim}: {dim.values[0]} as traced) follows no rule of the "
+                              "dynamic axes, so it cannot be computed at run time")
         with at_top(self):
-            acc = self._dim_sum(dim.rule)
+            acc = self._dim_sum(dim) if dim.terms is not None else formula_tensor(
+                LoweringContext(self), dim.formula,
+                lambda s: self._axis_size(self.sizes.variants.traced[s]))
         self._dim_names[dim] = acc
         return acc
 
-    def _dim_sum(self, poly: tuple) -> str:
-        """sum(coeff * product of the symbols' sizes) as a [1] int64 tensor."""
+    def _axis_size(self, symbol) -> str:
+        """A dynamic axis's size as a [1] int64 tensor, read off the input that has it."""
+        ctx = LoweringContext(self)
+        src, axis = self.symbol_sources[symbol]
+        return ctx.emit("Gather", [ctx.emit("Shape", [src]), ctx.ints([axis])], axis=0)
+
+    def _dim_sum(self, dim) -> str:
         ctx = LoweringContext(self)
         acc = None
-        for symbols, coeff in sorted(poly, key=lambda t: not t[0]):   # the constant last
-            size = None
-            for sym in symbols:
-                src, axis = self.symbol_sources[sym]
-                axis_size = ctx.emit("Gather", [ctx.emit("Shape", [src]), ctx.ints([axis])],
-                                     axis=0)
-                size = axis_size if size is None else ctx.emit("Mul", [size, axis_size])
-            if size is None:
-                size = ctx.ints([coeff])
-            elif coeff != 1:
+        for sym, coeff in dim.terms:
+            size = self._axis_size(sym)
+            if coeff != 1:
                 size = ctx.emit("Mul", [size, ctx.ints([coeff])])
             acc = size if acc is None else ctx.emit("Add", [acc, size])
+        if dim.const:
+            acc = ctx.emit("Add", [acc, ctx.ints([dim.const])])
         return acc
 
     def add_node(self, proto) -> None:

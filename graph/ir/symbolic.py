@@ -146,7 +146,8 @@ class Expr:
             return "0"
         parts = []
         for m, c in sorted(self.terms, key=lambda t: (-len(t[0]), t[0])):
-            body = "*".join(m)
+            # an atom in a product is parenthesised: s1*(s0)//(2) would be (s1*(s0))//(2)
+            body = "*".join(f"({a})" if a in _ATOMS and len(m) > 1 else a for a in m)
             if not m:
                 text = str(abs(c))
             elif abs(c) == 1:

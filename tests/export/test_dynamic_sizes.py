@@ -114,3 +114,38 @@ def test_graph_mode_follows_symbolic_scale_factor_sizes():
     model = StyleUpsample()
     for k, (h, w) in enumerate([(5, 6), (8, 7), (6, 9), (3, 11)]):
         assert_graph_matches_eager(model, _x(2, 3, h, w, seed=k).numpy())
+
+
+class PatchTokens(nn.Module):
+    """A strided conv's tokens with a position per token, and a tensor whose sizes are floor
+    divisions and a modulo of the feature map's: the sizes are (h - 3)//2 + 1 and the like,
+    which the export computes with ONNX's Mod and Div as Python floors them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=2)
+
+    def forward(self, x):
+        y = self.conv(x)
+        tokens = y.flatten(2).transpose(1, 2)
+        positions = flow.arange(tokens.shape[1]).reshape(1, -1, 1) * 0.01
+        return tokens + positions, flow.ones(y.shape[2] % 3 + 1, y.shape[3] // 2 * y.shape[2])
+
+
+def test_floor_division_sizes_follow_height_and_width():
+    axes = {"input_0": {0: "batch", 2: "height", 3: "width"}}
+    proto = matches_at_sizes(PatchTokens(), [(2, 3, 9, 11), (3, 3, 14, 7), (1, 3, 5, 20)], axes)
+    assert {"Mod", "Div"} <= {n.op_type for n in proto.graph.node}
+
+
+def test_graph_mode_sizes_with_a_floor_division_in_a_product():
+    class Product(nn.Module):   # (h // 2) * (w // 2): each floor applies to its own factor
+        def forward(self, x):
+            return flow.ones(x.shape[2] // 2 * (x.shape[3] // 2)) * x.sum()
+    model = Product()
+    for shape in [(2, 3, 8, 8), (2, 3, 9, 10), (2, 3, 6, 7), (2, 3, 12, 5)]:
+        x = _x(*shape)
+        with flow.mode(flow.GRAPH):
+            got = model(x)
+        assert tuple(got.shape) == ((shape[2] // 2) * (shape[3] // 2),)
+        np.testing.assert_array_equal(got.numpy(), model(x).numpy())
