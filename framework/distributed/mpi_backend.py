@@ -200,11 +200,31 @@ class MPIBackend:
         return Work(request.Wait, request.Test)
 
     def recv(self, arr: np.ndarray, src: int | None, tag: int) -> Work:
+        """Into `arr`; a message of another size raises (MPI would fill part of the tensor
+        silently, or fail with its own truncation error)."""
         status = self.MPI.Status()
         source = self.MPI.ANY_SOURCE if src is None else src
-        request = self.comm.Irecv(self._raw(arr), source=source, tag=tag)
-        return Work(lambda: request.Wait(status), lambda: request.Test(status),
-                    lambda: status.Get_source())
+        raw = self._raw(arr)
+        request = self.comm.Irecv(raw, source=source, tag=tag)
+
+        def checked(complete):
+            try:
+                return complete(status)
+            except self.MPI.Exception as exc:
+                raise agreement.DistBackendError(
+                    f"recv: the message from rank {status.Get_source()} is larger than this "
+                    f"tensor of {arr.size} {arr.dtype} elements "
+                    f"({exc.Get_error_string().split(',')[0]})"
+                ) from None
+
+        def sender() -> int:
+            got = status.Get_count(raw[1])
+            if got != arr.size:
+                raise agreement.DistBackendError(
+                    f"recv: rank {status.Get_source()} sent {got} elements, but this tensor "
+                    f"holds {arr.size} {arr.dtype} elements")
+            return status.Get_source()
+        return Work(lambda: checked(request.Wait), lambda: checked(request.Test), sender)
 
     def barrier(self) -> Work:
         """The header exchange is itself a barrier: nothing more to send."""

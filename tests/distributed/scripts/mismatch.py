@@ -1,6 +1,6 @@
 """Run under `mpiexec -n 2`: collectives the ranks disagree on raise on every rank, naming the
 mismatch (eagerly and in a compiled nn.Graph step), and leave the tensors untouched; the group
-still works afterwards. Then DDP over models that differ between the ranks raises naming the
+still works afterwards; a recv of a message of another size raises. Then DDP over models that differ between the ranks raises naming the
 difference."""
 import numpy as np
 
@@ -50,6 +50,21 @@ expect_mismatch("all_gather", lambda: dist.all_gather_into_tensor(out, inp),
 work = dist.all_reduce(flow.ones(2 + r), async_op=True)   # async: raised at wait
 expect_mismatch("async", work.wait, "all_reduce of 2", "all_reduce of 3")
 
+
+if r == 0:   # point to point: a message of another size than the receiving tensor
+    dist.send(flow.ones(4), 1)
+    dist.send(flow.ones(6), 1)
+else:
+    for size, phrase in ((6, "rank 0 sent 4 elements, but this tensor holds 6 float32"),
+                         (4, "larger than this tensor of 4 float32 elements")):
+        try:
+            dist.recv(flow.zeros(size), 0)
+        except dist.DistBackendError as exc:
+            if phrase not in str(exc):
+                raise AssertionError(f"recv: {phrase!r} not in {exc}") from None
+        else:
+            raise AssertionError(f"recv into {size}: no error")
+dist.barrier()
 
 
 class Reduces(nn.Graph):   # the compiled step's all_reduce_start node checks too
