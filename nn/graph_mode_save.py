@@ -17,6 +17,7 @@ from .graph_mode import ForwardEntry, JointEntry, module_tree
 from .graph_save import (_bind_all, _by_array, _by_entry, _check_same, _check_state_dict,
                          _dry_run_optimizers, _live_key, _named_tensors, _portable_key,
                          _saved_key, _tree_facts)
+from .graph_update_check import Reference, check_optimizers, check_updates, optimizer_facts
 
 
 def _module_names(module) -> dict:
@@ -82,10 +83,11 @@ def save_module(module, path, optimizer=None) -> None:
     steps = optim_step._calls.get(optimizer) if optimizer is not None else None
     step_records = [_step_record(enc, entry, keys, names)
                     for entry, keys in (_by_entry(steps) if steps is not None else [])]
+    optimizers = [optimizer] if optimizer is not None else []
     structure = {"class": name, "tree": _tree_facts(enc, {"": module}), "entries": records,
-                 "steps": step_records}
+                 "steps": step_records, "optimizers": optimizer_facts(optimizers)}
     state = {"model": module.state_dict(),
-             "optimizers": [optimizer.state_dict()] if optimizer is not None else []}
+             "optimizers": [opt.state_dict() for opt in optimizers]}
     saved.write(path, "module", structure, enc.arrays, state)
 
 
@@ -111,6 +113,7 @@ def load_module(module, path, optimizer=None) -> None:
             raise SerializeError(f"{where}: the file was saved from a {structure['class']}")
         _check_same(structure["tree"], _tree_facts(Encoder(), {"": module}), where)
         _check_state_dict(state.get("model"), module.state_dict(), where)
+        check_optimizers(structure["optimizers"], optimizers, state.get("optimizers"), where)
         trials = _dry_run_optimizers(optimizers, state.get("optimizers"), where)
         records = [_read_call(dec, r) for r in structure["entries"]]
         steps = [_read_step(dec, r) for r in (structure["steps"] if optimizers else [])]
@@ -124,6 +127,7 @@ def load_module(module, path, optimizer=None) -> None:
     _bind_all([r["graphs"] for r in records], tensors)   # names and types checked before
     for r in steps:                                        # anything changes
         live = [tensors[p] for p in r["params"]]
+        _check_step_updates(r["graphs"]["graph"], trials[0], live, where)
         groups = [optim_step.LrBinding(g) for g in trials[0].param_groups]
         _bind_all([r["graphs"]], _step_tensors(trials[0], live, groups))
 
@@ -133,6 +137,17 @@ def load_module(module, path, optimizer=None) -> None:
     _install_calls(module, path, records, tensors)
     for r in steps:
         _install_step(optimizer, path, r, [tensors[p] for p in r["params"]])
+
+
+def _check_step_updates(graph, opt, live: list, where: str) -> None:
+    """A compiled step's writes against the optimizer's update (named as optim_step names them:
+    `param{i}`, `param{i}.{k}`, `group{i}.lr`)."""
+    index = {id(p): i for i, p in enumerate(live)}
+
+    def name(p):
+        return f"param{index[id(p)]}" if id(p) in index else None
+    check_updates(graph, Reference(opt, name, lambda p, k: f"{name(p)}.{k}",
+                                   lambda gi: f"group{gi}.lr"), where)
 
 
 def _read_call(dec: Decoder, r: dict) -> dict:

@@ -28,6 +28,7 @@ from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 
 from .graph_mode import module_tree
+from .graph_update_check import Reference, check_optimizers, check_updates, merged, optimizer_facts
 
 _KEY_TAIL = 7   # a key ends with the front end's five items, grad mode and the autocast state
 
@@ -160,6 +161,18 @@ def _bind_all(graphs: list, tensors: dict) -> None:
             bind(g, tensors)
 
 
+def _check_graph_updates(graphs: list, trials: list, names: dict, where: str) -> None:
+    """Each graph's state updates against its optimizers' (named as nn.Graph traces them)."""
+    def name(p):
+        return names.get(id(p), "param")
+    ref = merged([Reference(opt, name, lambda p, k, oi=oi: f"optimizer{oi}.{name(p)}.{k}",
+                            lambda gi, oi=oi: f"optimizer{oi}.group{gi}.lr")
+                  for oi, opt in enumerate(trials)])
+    for gs in graphs:
+        for graph in gs.values():
+            check_updates(graph, ref, where)
+
+
 # ---- nn.Graph --------------------------------------------------------------------------------
 def _graph_tensors(g) -> dict:
     return {n: t for prefix, m in g._modules.items() for n, t in _named_tensors(m, prefix).items()}
@@ -209,9 +222,11 @@ def save_graph(g, path) -> None:
                         "n_user": entry.n_user, "n_out": entry.n_out,
                         "grad_params": [names[id(p)] for p in entry.grad_params],
                         "report": entry.report})
+    optimizers = [opt for opt, _ in g._optimizers]
     structure = {"class": name, "config": _config_facts(g.config), "warmed": g._warmed,
-                 "tree": _tree_facts(enc, dict(g._modules)), "entries": entries}
-    state = {"model": g.state_dict(), "optimizers": [opt.state_dict() for opt, _ in g._optimizers]}
+                 "tree": _tree_facts(enc, dict(g._modules)), "entries": entries,
+                 "optimizers": optimizer_facts(optimizers)}
+    state = {"model": g.state_dict(), "optimizers": [opt.state_dict() for opt in optimizers]}
     saved.write(path, "nn.Graph", structure, enc.arrays, state)
 
 
@@ -232,6 +247,7 @@ def load_graph(g, path) -> None:
         _check_same(structure["tree"], _tree_facts(Encoder(), dict(g._modules)), where)
         _check_state_dict(state.get("model"), g.state_dict(), where)
         optimizers = [opt for opt, _ in g._optimizers]
+        check_optimizers(structure["optimizers"], optimizers, state.get("optimizers"), where)
         trials = _dry_run_optimizers(optimizers, state.get("optimizers"), where)
         records = [{"keys": [_saved_key(dec, k) for k in r["keys"]],
                     "tree": dec.value(r["tree"]), "n_user": int(r["n_user"]),
@@ -244,6 +260,7 @@ def load_graph(g, path) -> None:
     except (KeyError, TypeError, ValueError) as exc:
         raise SerializeError(f"{where}: malformed file structure ({exc})") from None
     names = scope_names(g._modules)[0]   # as nn.Graph's traces name optimizer state
+    _check_graph_updates(graphs, trials, names, where)
     lr_type = Tensor._wrap(np.zeros((), np.float64))
     planned = {**_graph_tensors(g), **_optimizer_tensors(trials, names),
                **{f"optimizer{oi}.group{gi}.lr": lr_type for oi, opt in enumerate(trials)

@@ -23,7 +23,7 @@ from ..ir.core import Graph
 from ..ir.serialize import SerializeError
 
 FORMAT = "dualflow.compiled_graph"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: the optimizers (class, hyper-parameter names) are named
 
 
 def write(path, kind: str, structure: dict, arrays: dict, state: dict) -> None:

@@ -362,6 +362,10 @@ def bind(graph: Graph, tensors: Mapping) -> None:
         if name not in tensors:
             raise SerializeError(f"graph '{graph.name}' writes '{name}', which the model (or "
                                  "its optimizers) does not have")
-        updates.append((tensors[name], v))
+        t = tensors[name]
+        if tuple(t.shape) != tuple(v.type.shape) or t.dtype != v.type.dtype:
+            raise SerializeError(f"graph '{graph.name}' writes a {v.type} into '{name}', which "
+                                 f"is {t.dtype.name}{list(t.shape)}")
+        updates.append((t, v))
     graph.state_updates = updates
 

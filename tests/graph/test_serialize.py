@@ -406,8 +406,9 @@ def _load_and_continue(folder: str) -> None:
             run = Infer.load(path, model)
         else:
             run = TrainGraph.load(path, model, opt)
-        Trace.__enter__ = refuse
-        out = _continue(job, model, opt, run, x, y)
+        enter, Trace.__enter__ = Trace.__enter__, refuse   # loading traces the optimizer's
+        out = _continue(job, model, opt, run, x, y)       # update alone, as a reference
+        Trace.__enter__ = enter
         out["traces"] = np.array(run.cache_info()["traces"] if run is not None else
                                  flow.graph.cache_info(model)["traces"] +
                                  optim_step.cache_info(opt)["traces"])
