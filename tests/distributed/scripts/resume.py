@@ -1,5 +1,6 @@
 """Run under `mpiexec -n N`: training resumed from a rank-0 checkpoint continues exactly as
-the uninterrupted run (model and, with ZeRO, sharded Adam state).
+the uninterrupted run (model and, with ZeRO, sharded Adam state); a damaged checkpoint is then
+refused on every rank.
 
     python resume.py DIR MODE     # MODE plain|zero|zero_graph; the checkpoint is written to DIR
     # zero_graph: ZeRO over a plain model trained by an nn.Graph with config.data_parallel(),
@@ -52,6 +53,22 @@ def train(model, opt, steps: range, graph=None):
         opt.step()
 
 
+def refuse_damaged_checkpoint(path, model, opt):
+    """Rank 0 cannot read a damaged file: every rank raises, no model is changed."""
+    if dist.get_rank() == 0:
+        with open(path, "r+b") as fh:
+            fh.truncate(os.path.getsize(path) // 2)
+    dist.barrier()
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    try:
+        dist.load_checkpoint(path, model, opt)
+    except flow.serialization.CheckpointError as exc:
+        assert dist.get_rank() == 0 or "rank 0 could not read" in str(exc), exc
+    else:
+        raise AssertionError(f"rank {dist.get_rank()}: a damaged checkpoint loaded")
+    assert all(np.array_equal(b, p.detach().numpy()) for b, p in zip(before, model.parameters()))
+
+
 def main():
     folder, mode = sys.argv[1], sys.argv[2]
     dist.init_process_group("mpi")
@@ -79,6 +96,7 @@ def main():
         saved = flow.load(path)   # an ordinary checkpoint: keys without DDP's prefix
         assert "0.weight" in saved["model"] and len(saved["optimizer"]["state"]) == 4, saved.keys()
         print("resumed identically" if same else "resumed run differs")
+    refuse_damaged_checkpoint(path, fresh, fresh_opt)
     dist.destroy_process_group()
     sys.exit(0 if same else 1)
 
