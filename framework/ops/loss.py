@@ -265,7 +265,33 @@ def _cross_entropy_backward_vjp(gg, out, g, prob, target, ignore_index, reductio
     return _grad_if(g, wrt_g), _grad_if(prob, wrt_prob), None
 
 
+def _cross_entropy_before_12(ctx, node):
+    """SoftmaxCrossEntropyLoss's math (opset 12) in opset 11: log-softmax over the classes
+    (moved last: LogSoftmax before 13 normalises trailing axes together), minus the target's
+    entry (GatherElements), ignored rows masked out; 'mean' over the rows kept."""
+    x, dtype = ctx.input(node, 0), node.inputs[0].type.dtype
+    rank = len(node.inputs[0].type.shape)
+    perm = [0] + list(range(2, rank)) + [1]
+    back = [0, rank - 1] + list(range(1, rank - 1))
+    logp = ctx.emit("LogSoftmax", [ctx.emit("Transpose", [x], perm=perm)], axis=rank - 1)
+    logp = ctx.emit("Transpose", [logp], perm=back)
+    target = ctx.input_as(node, 1, dt.int64)
+    ignored = ctx.emit("Equal", [target, ctx.scalar(node.attrs["ignore_index"], dt.int64)])
+    safe = ctx.emit("Where", [ignored, ctx.scalar(0, dt.int64), target])
+    picked = ctx.emit("GatherElements", [logp, ctx.unsqueeze(safe, [1])], axis=1)
+    kept = ctx.cast(ctx.emit("Not", [ignored]), dtype)
+    losses = ctx.emit("Mul", [ctx.emit("Neg", [ctx.squeeze(picked, [1])]), kept])
+    reduction = node.attrs["reduction"]
+    if reduction != "none":
+        losses = ctx.reduce("ReduceSum", losses, None, keepdims=False)
+    if reduction == "mean":
+        losses = ctx.emit("Div", [losses, ctx.reduce("ReduceSum", kept, None, keepdims=False)])
+    return losses, ctx.emit("Exp", [logp]) if ctx.used(node, 1) else None
+
+
 def _lower_cross_entropy(ctx, node):
+    if ctx.opset < 12:
+        return _cross_entropy_before_12(ctx, node)
     loss, logp = ctx.emit(
         "SoftmaxCrossEntropyLoss", [ctx.input(node, 0), ctx.input_as(node, 1, dt.int64)],
         outputs=[None, None if ctx.used(node, 1) else ""],

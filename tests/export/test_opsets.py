@@ -180,3 +180,36 @@ def test_linear_without_bias(opset):
     proto = matches_at_two_sizes(NoBias(), (_x(2, 4), _x(2, 3, 4)),
                                  (_x(5, 4, seed=1), _x(5, 7, 4, seed=1)), opset, axes)
     assert ("Gemm" in {n.op_type for n in proto.graph.node}) == (opset >= 11)
+
+
+class Loss(nn.Module):
+    def __init__(self, reduction: str):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, scores, target):
+        return F.cross_entropy(scores, target, ignore_index=2, reduction=self.reduction)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("opset", [11, DEFAULT_OPSET])
+@pytest.mark.parametrize("rows", [True, False])
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide")   # eager's 0 / 0
+def test_cross_entropy_before_and_after_12(rows, reduction, opset):
+    """Rows of scores (SoftmaxCrossEntropyLoss from 12, its math before) and scores over a
+    sequence axis, with ignored targets and a batch whose targets are all ignored."""
+    rng = np.random.default_rng(4)
+    if rows:
+        args = (_x(6, 5), flow.tensor(rng.integers(0, 5, 6)))
+        other = (_x(9, 5, seed=1), flow.tensor(rng.integers(0, 5, 9)))
+        axes = {"input_0": {0: "batch"}, "input_1": {0: "batch"}}
+    else:
+        args = (_x(3, 5, 4), flow.tensor(rng.integers(0, 5, (3, 4))))
+        other = (_x(2, 5, 7, seed=1), flow.tensor(rng.integers(0, 5, (2, 7))))
+        axes = {"input_0": {0: "batch", 2: "seq"}, "input_1": {0: "batch", 1: "seq"}}
+    proto = matches_at_two_sizes(Loss(reduction), args, other, opset, axes)
+    ops = {n.op_type for n in proto.graph.node}
+    assert ("SoftmaxCrossEntropyLoss" in ops) == (rows and opset >= 12)
+    all_ignored = (args[0], flow.tensor(np.full(tuple(args[1].shape), 2)))
+    got = run(proto, [a.numpy() for a in all_ignored])[0]
+    assert_close([got], eager_outputs(Loss(reduction), all_ignored))   # mean: nan, as PyTorch
