@@ -50,6 +50,11 @@ class Gamma(Distribution):
         c, rate = self.concentration, self.rate
         return xlogy(c, rate) + xlogy(c - 1, value) - rate * value - ops.lgamma(c)
 
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return ops.igamma(self.concentration, self.rate * value)
+
     def entropy(self):
         c = self.concentration
         return c - self.rate.log() + ops.lgamma(c) + (1.0 - c) * ops.digamma(c)
