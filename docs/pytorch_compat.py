@@ -214,8 +214,8 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
 * **`flow.linalg`** takes float32 and float64 (no complex dtypes). `solve_triangular` runs the
   general LU solver on the triangle (same solution, O(n^3)); a singular matrix raises
   `flow.linalg.LinAlgError` where PyTorch's triangular solve returns inf/NaN. `det`'s gradient
-  goes through the inverse, so it is defined for invertible matrices only (PyTorch also covers
-  singular ones). `lstsq` solves through `pinv` for every driver: the minimum-norm solution for
+  is the cofactor matrix (from the SVD, singular matrices included, as PyTorch's); its second
+  derivative needs an invertible matrix. `lstsq` solves through `pinv` for every driver: the minimum-norm solution for
   every shape and rank (what gelsy/gelsd give); `rank`, `residuals` and `singular_values` are
   filled per driver as PyTorch's CPU does. `qr`'s gradient needs m >= n (PyTorch also has the
   wide case); `pinv` and `matrix_rank` take float `atol`/`rtol` only (they are compiled-in

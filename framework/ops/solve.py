@@ -12,8 +12,8 @@ from collections import namedtuple
 
 from .. import dtype as dt
 from ..tensor import Tensor
-from .arith import _grad_if, mul, neg
-from .linalg import matmul_op
+from .arith import _grad_if, mul, neg, sub
+from .linalg import einsum, matmul_op
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError, broadcast_shapes
 from .shape import transpose, unsqueeze
@@ -184,19 +184,50 @@ def _scalar_per_matrix(g):
     return unsqueeze(unsqueeze(g, -1), -1)
 
 
+def _cofactor_kernel(xp, a):
+    """The cofactor matrix (adj(A)^T) from the SVD A = U diag(s) Vh: det(U) det(Vh) U diag(p) Vh
+    with p_i the product of the other singular values, so it is defined (and accurate) for
+    singular matrices too, where det(A) A^-T is not."""
+    u, s, vh = xp.linalg.svd(a)
+    ones = xp.ones(s.shape[:-1] + (1,), s.dtype)
+    before = xp.concatenate([ones, xp.cumprod(s[..., :-1], axis=-1)], axis=-1)
+    after = xp.flip(xp.concatenate([ones, xp.cumprod(xp.flip(s, -1)[..., :-1], axis=-1)],
+                                   axis=-1), -1)
+    sign = xp.linalg.det(u) * xp.linalg.det(vh)
+    return (sign[..., None, None] * xp.matmul(u * (before * after)[..., None, :], vh)).astype(
+        a.dtype, copy=False)
+
+
+def _cofactor_vjp(g, c, a):
+    """C = det(A) B with B = A^-T: gA = det(A) (<G, B> B - B G^T B); invertible A only.
+    <G, B> and B G^T B are einsums over A^-1 itself: no transposed operands, which compiled
+    graphs would rearrange (and round differently from eager mode)."""
+    inverse = inv_op(a)
+    b = mT(inverse)
+    d = _scalar_per_matrix(det_op(a))
+    inner = _scalar_per_matrix(einsum("...ij,...ji->...", g, inverse))
+    return (mul(d, sub(mul(inner, b), einsum("...ji,...kj,...lk->...il", inverse, g, inverse))),)
+
+
+# The cofactor matrix adj(A)^T: det's gradient, defined for singular matrices as well.
+cofactor_op = defop("cofactor", _cofactor_kernel,
+                    lambda a: TensorType(square("cofactor", a), a.dtype, a.device),
+                    _cofactor_vjp, onnx=not_exportable("a gradient op: training graphs only"))
+
+
 def _det_vjp(g, out, a):
-    """d det(A) = det(A) tr(A^-1 dA): gA = g det(A) A^-T (invertible A)."""
-    return (mul(_scalar_per_matrix(mul(g, out)), mT(inv_op(a))),)
+    """d det(A) = <adj(A)^T, dA>: gA = g adj(A)^T, for singular A too (as PyTorch); its own
+    derivative (second order) needs an invertible A."""
+    return (mul(_scalar_per_matrix(g), cofactor_op(a)),)
 
 
 det_op = defop("det", lambda xp, a: xp.linalg.det(a),
                lambda a: _batch_type(TensorType(square("linalg.det", a), a.dtype, a.device)),
-               _det_vjp, saves_out=True, onnx="Det")
+               _det_vjp, onnx="Det")
 
 
 def det(A: Tensor) -> Tensor:
-    """torch.linalg.det, batched. Its gradient goes through A's inverse, so it is defined for
-    invertible matrices (PyTorch also covers singular ones)."""
+    """torch.linalg.det, batched; its gradient is the cofactor matrix, singular A included."""
     float_matrices("linalg.det", A)
     square("linalg.det", A)
     return det_op(A)

@@ -27,6 +27,17 @@ def _solve_ref(a, b, left):
     return np.linalg.inv(a) @ b if left else b @ np.linalg.inv(a)
 
 
+def _cofactor_ref(a):
+    """(-1)^(i+j) times the determinant of A without row i and column j."""
+    n = a.shape[-1]
+    out = np.zeros_like(a)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(a, i, axis=-2), j, axis=-1)
+            out[..., i, j] = (-1) ** (i + j) * (np.linalg.det(minor) if n > 1 else 1.0)
+    return out
+
+
 SAMPLES = {
     "solve_triangular": [
         _tri_sample(_well_conditioned(3, 3), rnd(3, 2, seed=1), "lower"),
@@ -46,6 +57,11 @@ SAMPLES = {
     "inv": [Sample((_well_conditioned(3, 3),), {}, np.linalg.inv, label="2d"),
             Sample((_well_conditioned(2, 2, 4, 4),), {}, np.linalg.inv, label="batch"),
             Sample((rnd(0, 2, 2),), {}, np.linalg.inv, label="empty_batch")],
+    "cofactor": [Sample((rnd(3, 3),), {}, _cofactor_ref, label="2d"),
+                 Sample((rnd(2, 4, 4),), {}, _cofactor_ref, label="batch"),
+                 Sample((np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]),), {},
+                        _cofactor_ref, grad=False, label="singular"),
+                 Sample((rnd(2, 1, 1),), {}, _cofactor_ref, label="1x1")],
     "det": [Sample((rnd(3, 3),), {}, np.linalg.det, label="2d"),
             Sample((rnd(2, 4, 4),), {}, np.linalg.det, label="batch")],
     "slogdet": [Sample((rnd(3, 3),), {}, lambda a: tuple(np.linalg.slogdet(a)), label="2d"),
