@@ -3,9 +3,10 @@
 is the one after its own last step, its outputs past that step are zeros, and in reverse it
 starts at its own last step. The same semantics as ONNX's `sequence_lens` input.
 
-On arrays (the kernels), the time axis is cut into spans over which the set of running sequences stays the same; each
-span is one call of the cell's plain forward (or backward) on the running rows of the batch,
-so a packed layer costs what the plain one does, plus a gather and a scatter per span. States
+On arrays (the kernels), the time axis is cut into spans over which the set of running
+sequences stays the same; each span is one call of the cell's plain forward (or backward) on
+the running rows of the batch, so a packed layer costs what the plain one does, plus a gather
+and a scatter per span. States
 of the rows that do not run are carried through unchanged (forward) and so are their gradients
 (backward). The batch needs no sorting: the rows of a span are picked by index. The backward
 written with dualflow ops (what a second derivative differentiates) cannot read the lengths'

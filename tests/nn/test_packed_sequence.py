@@ -29,7 +29,8 @@ def _np(t):
     return t.detach().cpu().numpy()
 
 
-@pytest.mark.parametrize("enforce_sorted,lengths", [(True, [5, 3, 3, 1]), (False, [2, 5, 1, 4])])
+@pytest.mark.parametrize("enforce_sorted,lengths",
+                         [(True, [5, 3, 3, 1]), (False, [2, 5, 1, 4])])
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_pack_and_pad_fields_match_pytorch(enforce_sorted, lengths, batch_first):
     rng = np.random.default_rng(0)
@@ -61,7 +62,8 @@ def test_pack_sequence_and_fields_constructor():
     theirs = trnn.pack_sequence([torch.tensor(s) for s in seqs], enforce_sorted=False)
     ours = frnn.pack_sequence([flow.tensor(s) for s in seqs], enforce_sorted=False)
     np.testing.assert_array_equal(_np(ours.data), _np(theirs.data))
-    rebuilt = frnn.PackedSequence(flow.tensor(_np(theirs.data)), flow.tensor(_np(theirs.batch_sizes)),
+    rebuilt = frnn.PackedSequence(flow.tensor(_np(theirs.data)),
+                                  flow.tensor(_np(theirs.batch_sizes)),
                                   flow.tensor(_np(theirs.sorted_indices)))
     np.testing.assert_array_equal(_np(rebuilt.unsorted_indices), _np(theirs.unsorted_indices))
     padded, lengths = frnn.pad_packed_sequence(rebuilt, batch_first=True)
@@ -95,7 +97,8 @@ def test_pad_packed_total_length_too_short():
 
 
 @pytest.mark.parametrize("mode,kwargs", [
-    ("LSTM", dict(num_layers=2, bidirectional=True)), ("GRU", dict(num_layers=2, bidirectional=True)),
+    ("LSTM", dict(num_layers=2, bidirectional=True)),
+    ("GRU", dict(num_layers=2, bidirectional=True)),
     ("RNN", dict(nonlinearity="relu", bidirectional=True)), ("LSTM", dict(proj_size=2)),
     ("GRU", dict(bias=False, batch_first=True))])
 def test_layers_on_packed_match_pytorch(mode, kwargs):
@@ -109,12 +112,13 @@ def test_layers_on_packed_match_pytorch(mode, kwargs):
     h0 = rng.standard_normal((layers, 4, kwargs.get("proj_size") or 4))
     c0 = rng.standard_normal((layers, 4, 4))
     results = []
-    for lib, rnn, module, t in ((flow, frnn, ours, flow.tensor), (torch, trnn, theirs, torch.tensor)):
+    batch_first = kwargs.get("batch_first", False)
+    for rnn, module, t in ((frnn, ours, flow.tensor), (trnn, theirs, torch.tensor)):
         xs, hs, cs = (t(a, requires_grad=True) for a in (x, h0, c0))
-        packed = rnn.pack_padded_sequence(xs, t(lengths), batch_first=kwargs.get("batch_first", False),
+        packed = rnn.pack_padded_sequence(xs, t(lengths), batch_first=batch_first,
                                           enforce_sorted=False)
         out, state = module(packed, (hs, cs) if mode == "LSTM" else hs)
-        padded, _ = rnn.pad_packed_sequence(out, batch_first=kwargs.get("batch_first", False))
+        padded, _ = rnn.pad_packed_sequence(out, batch_first=batch_first)
         finals = state if mode == "LSTM" else (state,)
         weights = [t(np.cos(np.arange(np.prod(a.shape)).reshape(tuple(a.shape))))
                    for a in (padded, *finals)]
@@ -173,7 +177,8 @@ def test_nn_graph_takes_lengths_as_data_and_refuses_short_batches():
     x = np.random.default_rng(4).standard_normal((6, 4, 3))
     for lengths in ([4, 6, 2, 5], [6, 1, 3, 3]):
         got = graph(flow.tensor(x), flow.tensor(lengths)).numpy()
-        np.testing.assert_array_equal(got, model(flow.tensor(x), flow.tensor(lengths)).detach().numpy())
+        want = model(flow.tensor(x), flow.tensor(lengths)).detach().numpy()
+        np.testing.assert_array_equal(got, want)
     with pytest.raises(Exception, match="longest"):   # padded to 6, longest 5: not silently cut
         graph(flow.tensor(x), flow.tensor([5, 1, 3, 3]))
 
