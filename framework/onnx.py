@@ -1,4 +1,5 @@
-"""`dualflow.onnx.export`: PyTorch's `torch.onnx.export` call, served by `dualflow.export.to_onnx`.
+"""`dualflow.onnx`: PyTorch's `torch.onnx.export` call, served by `dualflow.export.to_onnx`, and
+`load`, which imports an ONNX model as a module.
 
 The `onnx` package is imported on the first export, not with dualflow.
 """
@@ -19,3 +20,11 @@ def export(model, args, f=None, *, input_names=None, output_names=None, dynamic_
     return to_onnx(model, args, f, input_names=input_names, output_names=output_names,
                    dynamic_axes=dynamic_axes, opset_version=17 if opset_version is None
                    else opset_version, do_constant_folding=do_constant_folding)
+
+
+def load(f, trainable: bool = True):
+    """Import an ONNX model (a path, file, bytes or `onnx.ModelProto`) as an `nn.Module` that runs
+    in eager and graph mode and trains: see `dualflow.export.onnx_import`. PyTorch has no
+    counterpart; the name follows `onnx.load`."""
+    from dualflow.export.onnx_import import load as _load
+    return _load(f, trainable=trainable)

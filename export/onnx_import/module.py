@@ -1,0 +1,129 @@
+"""`OnnxModule`: an imported ONNX graph as an ordinary `nn.Module`.
+
+Its forward walks the graph's nodes in order (ONNX requires a topological order) and calls each
+node's converter, so every imported op is a dualflow op: eager autograd differentiates it,
+`nn.Graph` and `set_mode(GRAPH)` trace and compile it, and `flow.onnx.export` exports it again.
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+import dualflow as flow
+from dualflow import nn
+
+from . import elementwise, nn_ops, reduce_ops, shape_ops  # noqa: F401  (register converters)
+from .names import key_of
+from .registry import CONVERTERS, NodeView
+from .values import OnnxImportError, is_static, tensor
+
+
+def _attrs(node, where: str) -> dict:
+    out = {}
+    for a in node.attribute:
+        if a.type in (helper.AttributeProto.GRAPH, helper.AttributeProto.GRAPHS):
+            raise OnnxImportError(f"{where}: sub-graph attribute '{a.name}' is not supported")
+        value = helper.get_attribute_value(a)
+        if a.type == helper.AttributeProto.TENSOR:
+            value = numpy_helper.to_array(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        out[a.name] = value
+    return out
+
+
+def _uses(graph) -> dict:
+    """initializer name -> set of 'static' / 'buffer' / 'data': how the nodes read it."""
+    uses: dict = {}
+    for node in graph.node:
+        conv = CONVERTERS.get(node.op_type)
+        for i, name in enumerate(node.input):
+            kind = "static" if conv and i in conv.static else \
+                "buffer" if conv and i in conv.buffers else "data"
+            uses.setdefault(name, set()).add(kind)
+    for out in graph.output:
+        uses.setdefault(out.name, set()).add("data")
+    return uses
+
+
+class OnnxModule(nn.Module):
+    """The graph of an ONNX model. `forward(*inputs)` takes the graph's inputs that are not
+    initializers, in order, and returns one tensor, or a tuple for several outputs. Float
+    initializers are Parameters (BatchNorm's running statistics: buffers), other initializers
+    buffers, and initializers read only as shapes or axes constants of the model; state-dict
+    keys follow `names.key_of`. `onnx_names` maps each key back to its initializer."""
+
+    def __init__(self, model, trainable: bool = True):
+        super().__init__()
+        graph = model.graph
+        self.opset = _default_opset(model)
+        inits = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        uses = _uses(graph)
+        self._static: dict = {}
+        self._state: list = []          # (ONNX name, key) of parameters and buffers
+        self.onnx_names: dict = {}
+        modules, leaves = set(), set()
+        for name, array in inits.items():
+            kinds = uses.get(name, set())
+            if "static" in kinds or not kinds:
+                self._static[name] = array
+            if kinds - {"static"}:
+                key = key_of(name, modules, leaves)
+                owner, leaf = self._owner(key)
+                t = flow.from_numpy(np.array(array))
+                if array.dtype.kind == "f" and "data" in kinds:
+                    owner.register_parameter(leaf, nn.Parameter(t, requires_grad=trainable))
+                else:
+                    owner.register_buffer(leaf, t)
+                self._state.append((name, key))
+                self.onnx_names[key] = name
+        self.input_names = [i.name for i in graph.input if i.name not in inits]
+        self.output_names = [o.name for o in graph.output]
+        self.dynamic_axes = {i.name: {d: dim.dim_param for d, dim in
+                                      enumerate(i.type.tensor_type.shape.dim) if dim.dim_param}
+                             for i in graph.input if i.name not in inits}
+        self._nodes = [NodeView(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input),
+                                list(n.output), _attrs(n, f"{n.op_type} node '{n.name}'"),
+                                self.opset) for k, n in enumerate(graph.node)]
+
+    def _owner(self, key: str):
+        """(module holding the tensor at `key`, its leaf name), making containers on the way."""
+        *path, leaf = key.split(".")
+        owner = self
+        for part in path:
+            child = owner._modules.get(part)
+            if child is None:
+                child = nn.Module()
+                owner.add_module(part, child)
+            owner = child
+        return owner, leaf
+
+    def forward(self, *inputs):
+        if len(inputs) != len(self.input_names):
+            raise TypeError(f"the ONNX model takes {len(self.input_names)} inputs "
+                            f"{self.input_names}, got {len(inputs)}")
+        env = dict(zip(self.input_names, inputs))
+        for name, key in self._state:
+            owner, leaf = self._owner(key)
+            env[name] = getattr(owner, leaf)
+        for node in self._nodes:
+            conv = CONVERTERS[node.op_type]
+            args = [None if not name else
+                    self._static[name] if i in conv.static and name in self._static else
+                    env[name] if name in env else self._static[name]
+                    for i, name in enumerate(node.inputs)]
+            node.module = self
+            out = conv.fn(node, *args)
+            outs = out if isinstance(out, tuple) else (out,)
+            for name, value in zip(node.outputs, outs):
+                if name:
+                    env[name] = value
+        results = [tensor(env[n]) if is_static(env[n]) else env[n] for n in self.output_names]
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def _default_opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return imp.version
+    return 1
