@@ -1,6 +1,6 @@
 """Tensor methods about a tensor's metadata rather than its values: the in-place shape ops
-(`squeeze_`, `unsqueeze_`, `t_`, `transpose_`), `stride()` and `storage_offset()` (in elements,
-as PyTorch), and `type_as`.
+(`squeeze_`, `unsqueeze_`, `t_`, `transpose_` and its aliases `swapaxes_`/`swapdims_`),
+`stride()` and `storage_offset()` (in elements, as PyTorch), and `type_as`.
 
 An in-place shape op makes the tensor object itself the view: it takes over the view's array
 (eager) or IR value (traced), its autograd node and its place in the view chain, whose base is a
@@ -104,4 +104,6 @@ def type_as(self: Tensor, other: Tensor) -> Tensor:
 METHODS = {"squeeze_": _in_place("squeeze_", squeeze),
            "unsqueeze_": _in_place("unsqueeze_", unsqueeze),
            "t_": _in_place("t_", t), "transpose_": _in_place("transpose_", transpose),
+           "swapaxes_": _in_place("swapaxes_", transpose),
+           "swapdims_": _in_place("swapdims_", transpose),
            "stride": stride, "storage_offset": storage_offset, "type_as": type_as}

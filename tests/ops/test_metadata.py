@@ -34,7 +34,7 @@ def test_stride_and_storage_offset_match_pytorch(name, view):
 
 
 OPS = [("squeeze_", ()), ("squeeze_", (1,)), ("unsqueeze_", (0,)), ("unsqueeze_", (-1,)),
-       ("t_", ()), ("transpose_", (0, 2))]
+       ("t_", ()), ("transpose_", (0, 2)), ("swapaxes_", (1, 2)), ("swapdims_", (-1, 0))]
 
 
 @pytest.mark.parametrize("op,args", OPS)
