@@ -221,7 +221,7 @@ def _det_vjp(g, out, a):
     return (mul(_scalar_per_matrix(g), cofactor_op(a)),)
 
 
-det_op = defop("det", lambda xp, a: xp.linalg.det(a),
+det_op = defop("det", lambda xp, a: xp.asarray(xp.linalg.det(a), dtype=a.dtype),
                lambda a: _batch_type(TensorType(square("linalg.det", a), a.dtype, a.device)),
                _det_vjp, onnx="Det")
 
@@ -243,7 +243,12 @@ def _slogdet_vjp(grads, outs, a):
     return (mul(_scalar_per_matrix(grads[1]), mT(inv_op(a))),)
 
 
-slogdet_op = defop("slogdet", lambda xp, a: tuple(xp.linalg.slogdet(a)), _slogdet_rule,
+def _slogdet_kernel(xp, a):
+    sign, logabsdet = xp.linalg.slogdet(a)   # NumPy scalars for one matrix
+    return xp.asarray(sign, dtype=a.dtype), xp.asarray(logabsdet, dtype=a.dtype)
+
+
+slogdet_op = defop("slogdet", _slogdet_kernel, _slogdet_rule,
                    _slogdet_vjp, saves=(0,), num_outputs=2,
                    onnx=not_exportable("ONNX has no log-determinant operator (Det overflows "
                                        "where slogdet does not)"))
