@@ -1,4 +1,5 @@
-"""Gamma draws: their moments (the gradient is incomplete_gamma's standard_gamma_grad)."""
+"""Gamma and Poisson draws: their means (Gamma's gradient is incomplete_gamma's
+standard_gamma_grad)."""
 import numpy as np
 
 import dualflow as flow
@@ -16,7 +17,16 @@ def _gamma_moments(outs, alpha, **attrs):
     assert np.all(x > 0)
 
 
+def _poisson_counts(outs, rates, **attrs):
+    """Whole non-negative counts whose column means are within 6 standard errors of the rates."""
+    (k,) = outs
+    assert np.all(k >= 0) and np.all(k == np.floor(k))
+    assert np.all(np.abs(k.mean(0) - rates[0]) < 6 * np.sqrt(rates[0] / k.shape[0]))
+
+
 SAMPLES = {
+    "poisson": [Sample((np.tile(np.array([0.2, 3.0, 40.0]), (4000, 1)),), {"device": _CPU},
+                       check=_poisson_counts, grad=False)],
     "standard_gamma": [Sample((np.tile(np.array([0.3, 1.0, 2.5, 12.0]), (4000, 1)),),
                               {"device": _CPU}, check=_gamma_moments, grad=False)],  # fresh draws
 }
