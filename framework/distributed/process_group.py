@@ -109,7 +109,7 @@ def leave(communicators: list) -> None:
 
 def _leave_at_exit() -> None:
     """The program ends without destroy_process_group: still tell the others."""
-    from .groups import _groups
+    from .groups import _groups   # here: groups.py imports this module
     if _backend is not None:
         leave([g.comm for g in _groups] + [_backend])
 
