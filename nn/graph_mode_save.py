@@ -10,13 +10,14 @@ from __future__ import annotations
 from dualflow.graph.capture import optim_step, saved
 from dualflow.graph.capture.compiled_call import CompiledCall
 from dualflow.graph.ir.serialize import Decoder, Encoder, SerializeError
+from dualflow.graph.ir.serialize_types import rename_symbols
 from dualflow.tensor import Tensor
 
 from .compiled import CompiledModule
 from .graph_mode import ForwardEntry, JointEntry, module_tree
 from .graph_save import (_bind_all, _by_array, _by_entry, _check_same, _check_state_dict,
                          _dry_run_optimizers, _live_key, _named_tensors, _portable_key,
-                         _saved_key, _tree_facts)
+                         _saved_key, _symbols_made_equal, _tree_facts)
 from .graph_update_check import Reference, check_optimizers, check_updates, optimizer_facts
 
 
@@ -27,20 +28,22 @@ def _module_names(module) -> dict:
     return {**plain, **{f"{type(module).__name__}.{n}": t for n, t in plain.items()}}
 
 
-def _call_record(enc: Encoder, entry, keys: list, names: dict, what: str) -> dict:
+def _call_record(enc: Encoder, entry, keys: list, names: dict, what: str, same: dict) -> dict:
+    """A compiled call as data; `same`: the symbols its trace's guards made equal."""
     if entry.effects:
         raise SerializeError(f"flow.graph.save: {what} assigns module attributes or changes its "
                              "arguments in place, which a file cannot replay yet")
     rec = {"keys": [[_portable_key(enc, k), enc.value(k[-5:-3], "cache key")] for k in keys],
            "tree": enc.value(entry.tree, f"{what} output"), "n_user": entry.n_user}
     if isinstance(entry, JointEntry):
-        rec.update(kind="joint", fwd=enc.graph(entry.fwd.graph), bwd=enc.graph(entry.bwd.graph),
+        rec.update(kind="joint", fwd=rename_symbols(enc.graph(entry.fwd.graph), same),
+                   bwd=rename_symbols(enc.graph(entry.bwd.graph), same),
                    n_out=entry.n_out, n_res=entry.n_res,
                    params=[names[id(p)] for p in entry.params],
                    input_positions=entry.input_positions, diff_positions=entry.diff_positions,
                    have=entry.have)
     else:
-        rec.update(kind="forward", fwd=enc.graph(entry.exe.graph))
+        rec.update(kind="forward", fwd=rename_symbols(enc.graph(entry.exe.graph), same))
     return rec
 
 
@@ -78,7 +81,8 @@ def save_module(module, path, optimizer=None) -> None:
     tensors = _named_tensors(module)
     enc = Encoder(_by_array(tensors))
     names = {id(t): n for n, t in tensors.items()}
-    records = [_call_record(enc, entry, keys, names, f"{name}.forward")
+    same = _symbols_made_equal(cache)
+    records = [_call_record(enc, entry, keys, names, f"{name}.forward", same.get(id(entry)))
                for entry, keys in _by_entry(cache)]
     steps = optim_step._calls.get(optimizer) if optimizer is not None else None
     step_records = [_step_record(enc, entry, keys, names)

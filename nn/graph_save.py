@@ -23,6 +23,7 @@ import numpy as np
 from dualflow.graph.capture import saved
 from dualflow.graph.capture.optim_step import hyper_parameters
 from dualflow.graph.ir.serialize import Decoder, Encoder, SerializeError, bind, encode_type
+from dualflow.graph.ir.serialize_types import rename_symbols
 from dualflow.graph.capture.call_trace import scope_names
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
@@ -50,6 +51,13 @@ def _by_entry(cache) -> list:
     for key, entry in cache.items():
         groups.setdefault(id(entry), (entry, []))[1].append(key)
     return list(groups.values())
+
+
+def _symbols_made_equal(cache) -> dict:
+    """id(entry) -> the symbols its trace's guards made equal (`ShapeEnv.same`), for entries
+    compiled with size symbols."""
+    return {id(se.entry): dict(se.env.same) for ses in cache.dynamic.entries.values()
+            for se in ses if se.env is not None}
 
 
 def _saved_key(dec: Decoder, saved_key: dict) -> dict:
@@ -211,13 +219,16 @@ def save_graph(g, path) -> None:
     enc = Encoder(_by_array(tensors))
     names = {id(t): n for n, t in tensors.items()}
     entries = []
+    same = _symbols_made_equal(g._cache)
     for entry, keys in _by_entry(g._cache):
         if entry.effects:
             raise SerializeError(f"{name}.save: the compiled build assigns module attributes "
                                  "or changes its arguments in place, which a file cannot "
                                  "replay yet")
         entries.append({"keys": [_portable_key(enc, k) for k in keys],
-                        "graph": enc.graph(entry.exe.graph), "tree": enc.value(entry.tree,
+                        "graph": rename_symbols(enc.graph(entry.exe.graph),
+                                                same.get(id(entry))),
+                        "tree": enc.value(entry.tree,
                                                                                "build() output"),
                         "n_user": entry.n_user, "n_out": entry.n_out,
                         "grad_params": [names[id(p)] for p in entry.grad_params],

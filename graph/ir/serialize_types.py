@@ -6,12 +6,14 @@ expressions, so on load they are parsed (names, numbers, arithmetic), never eval
 """
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 from dualflow.device import Device
 from dualflow.dtype import DType, to_dtype
 from dualflow.ops.opdef import TensorType
 
-from .symbolic import SymFloat, SymInt, from_data, to_data
+from .symbolic import SymFloat, SymInt, from_data, make, to_data
 
 
 class SerializeError(ValueError):
@@ -74,3 +76,27 @@ def _size_expression(x: dict, kinds):
     if not isinstance(got, kinds):
         raise SerializeError(f"invalid size expression {x!r:.80}")
     return got
+
+
+def rename_symbols(data, same: dict):
+    """Encoded graph data with its size symbols renamed (`same`: symbol -> the symbol a guard
+    made it equal to, `ShapeEnv.same`). A trace that met `s0 == s1` (scores and targets of one
+    batch) answers the shape rules through that guard; saved over one symbol, the graph
+    verifies by itself when loaded."""
+    if not same:
+        return data
+    if isinstance(data, list):
+        return [rename_symbols(x, same) for x in data]
+    if not isinstance(data, dict):
+        return data
+    if data.get("$") == "symint":
+        got = decode_dim(data)
+        return encode_dim(make(got.expr.rename(same), got.hint))
+    if data.get("$") == "symfloat":
+        tree = ast.parse(data["float"], mode="eval")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                while node.id in same:
+                    node.id = same[node.id]
+        return {**data, "float": ast.unparse(tree)}
+    return {k: rename_symbols(v, same) for k, v in data.items()}
