@@ -76,6 +76,10 @@ def test_an_exception_in_getitem_fails_its_batch_and_the_pass_goes_on(num_worker
                                             num_workers=num_workers)) == want
 
 
+def test_the_iterator_has_the_loaders_length_like_pytorchs():
+    assert len(iter(DataLoader(FailsAt3(), batch_size=3))) == 3
+
+
 def test_the_pass_goes_on_like_pytorchs():
     torch = pytest.importorskip("torch")
 
