@@ -118,13 +118,13 @@ class _MapIterator:
         self._dataset, self._collate_fn = loader.dataset, loader.collate_fn
         self._batched = loader.batch_sampler is not None
         self._indices = iter(loader.batch_sampler if self._batched else loader.sampler)
-        self._length = len(loader)
+        self._loader = loader
 
     def __iter__(self) -> "_MapIterator":
         return self
 
-    def __len__(self) -> int:
-        return self._length
+    def __len__(self) -> int:   # asked only when wanted: a sampler may have no length
+        return len(self._loader)
 
     def __next__(self):
         what = next(self._indices)
