@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from .. import dtype as dt
 from ..random import generator_for
-from .index import _array
 from .opdef import TensorType, defop, not_exportable
 
 
@@ -35,6 +34,7 @@ def _without_replacement(xp, rng, weights, num_samples: int):
 def _multinomial_kernel(xp, probs, num_samples, replacement, device, generator=None):
     rng = generator_for(device, generator).rng
     weights = probs.reshape(-1, probs.shape[-1]).astype("float64")
+    _check_weights(xp, weights)
     draw = _with_replacement if replacement else _without_replacement
     out = draw(xp, rng, weights, num_samples)
     return out.astype("int64", copy=False).reshape(probs.shape[:-1] + (num_samples,))
@@ -48,14 +48,12 @@ multinomial_op = defop(
     pure=False, onnx=not_exportable("random sampling is not part of an exported inference graph"))
 
 
-def _check_weights(input) -> None:
-    """PyTorch's checks of the weights' values (eager tensors only: tracing has no data)."""
-    arr = _array(input)
-    if arr is None or arr.size == 0:
-        return
-    if not (arr >= 0).all() or not (arr < float("inf")).all():
+def _check_weights(xp, weights) -> None:
+    """PyTorch's checks of the weights' values, in the kernel so that compiled graphs (which
+    replay the kernel, not this module's Python) refuse the same weights as eager calls."""
+    if not bool(xp.all((weights >= 0) & (weights < xp.inf))):
         raise ValueError("multinomial: the probability tensor contains inf, nan or an element < 0")
-    if (arr.sum(axis=-1) <= 0).any():
+    if bool(xp.any(weights.sum(axis=-1) <= 0)):
         raise ValueError("multinomial: invalid distribution, a row's probabilities sum to <= 0")
 
 
@@ -74,7 +72,6 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     if not replacement and num_samples > categories:
         raise ValueError(f"multinomial: cannot draw {num_samples} samples from {categories} "
                          "categories without replacement")
-    _check_weights(input)
     return multinomial_op(input, num_samples=int(num_samples), replacement=bool(replacement),
                           device=input.device, generator=generator)
 
