@@ -3,8 +3,9 @@
 Lowerings live next to their OpDefs in `framework/ops/` as plain functions `lower(ctx, node)` that
 return the ONNX name of each output (a name, or a tuple of names / None for unused outputs);
 `framework/` never imports `onnx`. The context reads the IR node (`input`, `shape`, `attr`), builds
-ONNX nodes (`emit`, `const`) and hides what differs between opsets (`reduce`) or with dynamic
-sizes (`ints`, `reshape`, `slice`), so a lowering is a few lines of plain data.
+ONNX nodes (`emit`, `const`) in the current opset's forms (export/opsets.py rewrites them for an
+older target) and hides what differs with dynamic sizes (`ints`, `reshape`, `slice`), so a
+lowering is a few lines of plain data.
 """
 from __future__ import annotations
 
@@ -13,10 +14,6 @@ from onnx import helper, numpy_helper
 
 from .dims import Dim, is_static
 from .errors import ExportError
-
-# Reductions whose `axes` became an input in opset 18 (ReduceSum's did in opset 13).
-_AXES_INPUT_FROM = {"ReduceSum": 13}
-
 
 def onnx_dtype(dtype) -> int:
     """A dualflow DType (or NumPy dtype) as an ONNX TensorProto element type."""
@@ -108,17 +105,15 @@ class LoweringContext:
         return pieces[0] if len(pieces) == 1 else self.emit("Concat", pieces, axis=0)
 
     def reduce(self, op_type: str, x: str, axes, keepdims: bool) -> str:
-        """A Reduce* node over `axes` (None: every axis), with `axes` an attribute or an input as
-        the opset wants (ReduceSum from opset 13, the others from 18)."""
+        """A Reduce* node over `axes` (None: every axis), the axes an input as in the current
+        opsets (opsets.py makes them an attribute where the target opset wants one)."""
         keep = int(bool(keepdims))
         if axes is None:
             return self.emit(op_type, [x], keepdims=keep)
         axes = [int(a) for a in axes]
         if not axes:  # reducing over no axis changes nothing (ONNX would reduce over all)
             return x
-        if self.opset >= _AXES_INPUT_FROM.get(op_type, 18):
-            return self.emit(op_type, [x, self.ints(axes)], keepdims=keep)
-        return self.emit(op_type, [x], axes=axes, keepdims=keep)
+        return self.emit(op_type, [x, self.ints(axes)], keepdims=keep)
 
     def squeeze(self, x: str, axes) -> str:
         return self.emit("Squeeze", [x, self.ints(axes)]) if len(axes) else x

@@ -21,12 +21,11 @@ def _gates(ctx, pre: str, count: int, H: int) -> list:
 
 
 def _lstm_step(ctx, xw, hw, states, H):
-    h, c = states
+    _, c = states
     i, f, g, o = _gates(ctx, ctx.emit("Add", [xw, hw]), 4, H)
-    sig = lambda v: ctx.emit("Sigmoid", [v])   # noqa: E731 - a one-line helper
-    c = ctx.emit("Add", [ctx.emit("Mul", [sig(f), c]),
-                         ctx.emit("Mul", [sig(i), ctx.emit("Tanh", [g])])])
-    return [ctx.emit("Mul", [sig(o), ctx.emit("Tanh", [c])]), c]
+    i, f, o = (ctx.emit("Sigmoid", [v]) for v in (i, f, o))
+    c = ctx.emit("Add", [ctx.emit("Mul", [f, c]), ctx.emit("Mul", [i, ctx.emit("Tanh", [g])])])
+    return [ctx.emit("Mul", [o, ctx.emit("Tanh", [c])]), c]
 
 
 def _gru_step(ctx, xw, hw, states, H):
