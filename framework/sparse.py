@@ -1,9 +1,9 @@
 """Sparse COO tensors, as torch.sparse_coo_tensor / torch.sparse.mm (graph convolutions).
 
 A `SparseTensor` is a pair of ordinary tensors: int64 `indices` (sparse_dim, nnz) and `values`
-(nnz, *dense_dims). Everything on it is a composite of dense ops on those two (a gather of the
-dense rows the nonzeros read, a segment sum into the rows they write: `index_select` and
-`index_add`), so it is NumPy/CuPy-generic, differentiates w.r.t. the values and the dense
+(nnz, *dense_dims). Everything on it is an op on those two (`to_dense` an index_add,
+`sparse.mm` the `spmm` op: a gather of the dense rows the nonzeros read and a segment sum into
+the rows they write), so it is NumPy/CuPy-generic, differentiates w.r.t. the values and the dense
 operand, traces into graphs (a sparse argument of a compiled call is its two tensors, see
 `__flatten__`), and needs no SciPy. Duplicate indices are summed wherever they are read, as in
 PyTorch; `coalesce()` sorts them and sums duplicates into one entry each.
@@ -23,7 +23,8 @@ from .ops.join import stack
 from .ops.reduce import sum_fn
 from .ops.rules import ShapeError
 from .ops.scatter_reduce import index_add
-from .ops.shape import reshape, unsqueeze
+from .ops.shape import reshape
+from .ops.sparse_mm import spmm_op
 from .tensor import Tensor
 
 
@@ -245,10 +246,8 @@ def mm(mat1: SparseTensor, mat2) -> Tensor | SparseTensor:
     if mat1.dtype is not mat2.dtype:
         raise TypeError(f"sparse.mm: expected both operands to have the same dtype, got "
                         f"{mat1.dtype} and {mat2.dtype}")
-    rows, cols = mat1._indices_t[0], mat1._indices_t[1]
-    picked = mul(unsqueeze(mat1._values_t, -1), index_select(mat2, 0, cols))
-    out = zeros((mat1.shape[0], mat2.shape[1]), dtype=mat2.dtype, device=mat2.device)
-    return index_add(out, 0, rows, picked)
+    return spmm_op(mat1._indices_t[0], mat1._indices_t[1], mat1._values_t, mat2,
+                   n_rows=mat1.shape[0])
 
 
 def addmm(input: Tensor, mat1: SparseTensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:

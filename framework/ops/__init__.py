@@ -18,7 +18,8 @@ FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats"
             "instance_norm", "attention", "dropout", "random", "inplace", "resize",
             "structure", "sorting", "sampling", "counting", "matrix_functions", "metadata",
             "cumulative", "pointwise", "distance", "scatter_reduce", "control_flow", "rnn",
-            "special", "solve", "decompositions", "incomplete_gamma", "random_parametric", "blocks")
+            "special", "solve", "decompositions", "incomplete_gamma", "random_parametric", "blocks",
+            "sparse_mm")
 
 EXPORTS: dict = {}
 METHODS: dict = {}

@@ -65,9 +65,11 @@ def test_fold_before_opset_18_names_col2im():
 
 def test_sparse_gcn_exports():
     """pygcn's forward with its constant sparse adjacency: the gather and segment sum of
-    sparse.mm export as Gather and ScatterElements(add) (opset 16)."""
+    sparse.mm export as Gather and ScatterND(add) (opset 16)."""
     from ..zoo.models.pygcn import normalized_adjacency, pygcn_classes, sparse_tensor
     adj = sparse_tensor(flow, normalized_adjacency(12, 16, seed=5), flow.float32)
     gcn = pygcn_classes(flow)[1](8, 16, 3, dropout=0.0)
     proto = check_model_matches(Calls(lambda x: gcn(x, adj)), (_x((12, 8)),), 16)
-    assert "ScatterElements" in {n.op_type for n in proto.graph.node}
+    assert "ScatterND" in {n.op_type for n in proto.graph.node}
+    with pytest.raises(ExportError, match="opset 16"):
+        to_onnx(Calls(lambda x: gcn(x, adj)), (_x((12, 8)),), opset_version=13)
