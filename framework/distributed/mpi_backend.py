@@ -116,6 +116,11 @@ class MPIBackend:
             self._left = agreement.departed(step.table, self.world_ranks)
             raise
 
+    def agree(self, kind: str, arr, arg) -> None:
+        """The header exchange alone, for a communicator whose data travels elsewhere (NCCL):
+        returns once every rank's call agrees with this one, raises otherwise."""
+        self._collective(kind, arr, arg, lambda: (None, None)).wait()
+
     def flush(self) -> None:
         """Start every queued exchange (before a blocking call on the data communicator)."""
         last = self._queue[-1] if self._queue else None

@@ -3,7 +3,9 @@
 UNTESTED: written against CuPy's documented NCCL binding on a machine without a GPU. The job is
 still started by the MPI launcher: MPI gives the rank and size and carries NCCL's unique id from
 rank 0 to the others; each process takes the GPU `local rank % device count`. Collectives are
-queued on the current CUDA stream; a Work waits on an event recorded after them."""
+queued on the current CUDA stream; a Work waits on an event recorded after them. Before each
+one, the ranks agree on it over MPI (`agreement.py`: kind, count, dtype, root or op), so a
+mismatch raises on every rank instead of NCCL hanging or returning garbage."""
 from __future__ import annotations
 
 import numpy as np
@@ -75,20 +77,31 @@ class NCCLBackend:
         return self.cupy.cuda.get_current_stream().ptr
 
     def all_reduce(self, arr, op: ReduceOp) -> Work:
+        self._type(arr)
+        self.mpi.agree("all_reduce", arr, op)
+        return self._all_reduce(arr, op)
+
+    def _all_reduce(self, arr, op: ReduceOp) -> Work:
         then = self._average(arr, op)
         self.comm.allReduce(arr.data.ptr, arr.data.ptr, arr.size, self._type(arr),
                             self._ops[op], self._stream())
         return self._queued(then)
 
     def broadcast(self, arr, src: int) -> Work:
+        self._type(arr)
+        self.mpi.agree("broadcast", arr, src)
         self.comm.bcast(arr.data.ptr, arr.size, self._type(arr), src, self._stream())
         return self._queued()
 
     def all_gather(self, out, inp) -> Work:
+        self._type(inp)
+        self.mpi.agree("all_gather", inp, None)
         self.comm.allGather(inp.data.ptr, out.data.ptr, inp.size, self._type(inp), self._stream())
         return self._queued()
 
     def reduce_scatter(self, out, inp, op: ReduceOp) -> Work:
+        self._type(inp)
+        self.mpi.agree("reduce_scatter", inp, op)
         then = self._average(out, op)
         self.comm.reduceScatter(inp.data.ptr, out.data.ptr, out.size, self._type(inp),
                                 self._ops[op], self._stream())
@@ -105,8 +118,11 @@ class NCCLBackend:
         return self._queued(lambda: src)
 
     def barrier(self) -> Work:
-        token = self.cupy.zeros(1, dtype=self.cupy.float32)
-        return self.all_reduce(token, ReduceOp.SUM)
+        self.mpi.agree("barrier", None, None)
+        return self._all_reduce(self.cupy.zeros(1, dtype=self.cupy.float32), ReduceOp.SUM)
+
+    def leave(self) -> Work | None:
+        return self.mpi.leave()
 
     def abort(self, code: int) -> None:
         self.comm.abort()

@@ -113,3 +113,9 @@ def test_a_rank_that_leaves_ends_the_others_wait_with_an_error_in_seconds(how):
 def test_ranks_that_all_end_without_destroy_process_group_exit_cleanly():
     code, out, seconds = run_mpi(2, "rank_leaves.py", "together", timeout=60)
     assert code == 0 and seconds < 30, out
+
+
+def test_the_nccl_backend_agrees_over_mpi_before_it_queues_a_collective():
+    """CuPy and NCCL are stand-ins (no GPU): the wiring of the check, not NCCL itself."""
+    out = assert_ok(2, "nccl_agreement.py")
+    assert "rank 0: nccl agreement ok" in out and "rank 1: nccl agreement ok" in out, out
