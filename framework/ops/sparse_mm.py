@@ -3,7 +3,7 @@
 out[r] = sum over the nonzeros (r, c, v) of v * dense[c]: a gather of the dense rows the
 nonzeros read and a segment sum into the rows they write. On NumPy the segment sum is one
 `add.reduceat` over the products in row order (coalesced matrices are already in it), measured
-~9x faster than the composite of index_select and index_add (which scatters elementwise); other
+~4x faster than the composite of index_select and index_add (which scatters elementwise); other
 array modules add whole rows with `add.at`. The VJP is the same op on the transposed pattern for
 the dense operand and a row-wise dot product for the values, so it differentiates again.
 """
