@@ -4,21 +4,25 @@ into compiled graphs like any other ops."""
 from . import constraints, transforms
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
+from .dirichlet import Dirichlet
 from .distribution import Distribution
+from .exponential import Exponential, Laplace, Poisson
 from .gamma import Beta, Gamma
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
-from .transformed_distribution import LogNormal, TransformedDistribution
+from .student_t import Chi2, StudentT
+from .transformed_distribution import HalfNormal, LogNormal, TransformedDistribution
 from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform,
                          PowerTransform, SigmoidTransform, SoftmaxTransform, TanhTransform,
                          Transform, identity_transform)
 from .uniform import Uniform
 
-__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Categorical",
-           "ComposeTransform", "Distribution", "ExpTransform", "Gamma", "Independent",
-           "LogNormal", "MultivariateNormal", "Normal", "OneHotCategorical",
+__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Categorical", "Chi2",
+           "ComposeTransform", "Dirichlet", "Distribution", "ExpTransform", "Exponential",
+           "Gamma", "HalfNormal", "Independent", "Laplace", "LogNormal", "MultivariateNormal",
+           "Normal", "OneHotCategorical", "Poisson", "StudentT",
            "OneHotCategoricalStraightThrough", "PowerTransform", "SigmoidTransform",
            "SoftmaxTransform", "TanhTransform", "Transform", "TransformedDistribution",
            "Uniform", "constraints", "identity_transform", "kl_divergence", "register_kl",

@@ -8,7 +8,9 @@ import warnings
 from .. import ops
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical
+from .dirichlet import Dirichlet
 from .distribution import Distribution
+from .exponential import Exponential, Laplace, Poisson
 from .gamma import Beta, Gamma
 from .independent import Independent
 from .normal import Normal
@@ -152,3 +154,35 @@ def _kl_transformed_transformed(p, q):
                                   "transforms and event shapes")
     extra_event_dim = len(p.event_shape) - len(p.base_dist.event_shape)
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), extra_event_dim)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    rate_ratio = q.rate / p.rate
+    return -rate_ratio.log() + rate_ratio - 1
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    t1 = -scale_ratio.log()
+    t2 = loc_abs_diff / q.scale
+    t3 = scale_ratio * (-loc_abs_diff / p.scale).exp()
+    return t1 + t2 + t3 - 1
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sum_p = p.concentration.sum(-1)
+    sum_q = q.concentration.sum(-1)
+    t1 = ops.lgamma(sum_p) - ops.lgamma(sum_q)
+    t2 = (ops.lgamma(p.concentration) - ops.lgamma(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = ops.digamma(p.concentration) - ops.digamma(sum_p).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)

@@ -112,6 +112,28 @@ CASES = [
          {"loc": real(*_BATCH), "scale": positive(*_BATCH)}, positive(3, *_BATCH),
          methods=("log_prob", "entropy", "mean", "variance", "mode", "cdf"),
          quantiles=unit(*_BATCH)),
+    Case("exponential", lambda d, rate: d.Exponential(rate), {"rate": positive(*_BATCH)},
+         positive(3, *_BATCH), methods=("log_prob", "entropy", "mean", "variance", "stddev",
+                                        "mode", "cdf"), quantiles=unit(*_BATCH)),
+    Case("laplace", lambda d, loc, scale: d.Laplace(loc, scale),
+         {"loc": real(*_BATCH), "scale": positive(*_BATCH)}, real(3, *_BATCH),
+         methods=("log_prob", "entropy", "mean", "variance", "stddev", "mode", "cdf"),
+         quantiles=unit(*_BATCH)),
+    Case("poisson", lambda d, rate: d.Poisson(rate), {"rate": positive(*_BATCH, high=8.0)},
+         RNG.integers(0, 9, size=(3, *_BATCH)).astype(np.float64),
+         methods=("log_prob", "mean", "variance", "mode")),
+    # PyTorch's trigamma (in the entropy's gradient) is accurate to ~1e-9
+    Case("dirichlet", lambda d, c: d.Dirichlet(c), {"c": positive(2, 4, low=0.6)},
+         np.random.default_rng(5).dirichlet(np.ones(4), size=(3, 2)),
+         methods=("log_prob", "entropy", "mean", "variance", "mode"), grad_rtol=1e-8),
+    Case("chi2", lambda d, df: d.Chi2(df), {"df": positive(*_BATCH, low=1.0, high=6.0)},
+         positive(2, *_BATCH), grad_rtol=1e-8),
+    Case("student_t", lambda d, df, loc, scale: d.StudentT(df, loc, scale),
+         {"df": positive(*_BATCH, low=0.7, high=6.0), "loc": real(*_BATCH),
+          "scale": positive(*_BATCH)}, real(3, *_BATCH), grad_rtol=1e-8),
+    Case("halfnormal", lambda d, scale: d.HalfNormal(scale), {"scale": positive(*_BATCH)},
+         positive(3, *_BATCH), methods=("log_prob", "entropy", "mean", "variance", "mode",
+                                        "cdf"), quantiles=unit(*_BATCH)),
 ]
 
 

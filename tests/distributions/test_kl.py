@@ -39,6 +39,14 @@ PAIRS = [
         d.TransformedDistribution(d.Normal(a, b), [d.ExpTransform()]),
         d.TransformedDistribution(d.Normal(c, e), [d.ExpTransform()])),
      [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-12),
+    ("exponential", lambda d, a, b: (d.Exponential(a), d.Exponential(b)),
+     [positive(*_B), positive(*_B)], 1e-12),
+    ("laplace", lambda d, a, b, c, e: (d.Laplace(a, b), d.Laplace(c, e)),
+     [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-12),
+    ("poisson", lambda d, a, b: (d.Poisson(a), d.Poisson(b)), [positive(*_B), positive(*_B)],
+     1e-12),
+    ("dirichlet", lambda d, a, b: (d.Dirichlet(a), d.Dirichlet(b)),
+     [positive(2, 4), positive(2, 4)], 1e-8),
 ]
 
 

@@ -98,6 +98,43 @@ def test_multivariate_normal_covariance():
     np.testing.assert_array_less(np.abs(emp - cov), SE * se)
 
 
+CONTINUOUS = [
+    ("exponential", lambda: D.Exponential(flow.tensor([0.5, 3.0], dtype=flow.float64)),
+     lambda m: 9 * m ** 2),
+    ("laplace", lambda: D.Laplace(flow.tensor([0.0, 2.0], dtype=flow.float64),
+                                  flow.tensor([1.0, 0.3], dtype=flow.float64)),
+     lambda m: 6 * m ** 2),
+    ("chi2", lambda: D.Chi2(flow.tensor([1.0, 6.0], dtype=flow.float64)), None),
+    ("student_t", lambda: D.StudentT(flow.tensor([9.0, 30.0], dtype=flow.float64), 1.0, 2.0),
+     None),
+    ("halfnormal", lambda: D.HalfNormal(flow.tensor([1.0, 0.2], dtype=flow.float64)), None),
+    ("poisson", lambda: D.Poisson(flow.tensor([0.5, 12.0], dtype=flow.float64)),
+     lambda m: m * (1 + 3 * m)),
+]
+
+
+@pytest.mark.parametrize("name,make,fourth", CONTINUOUS, ids=[c[0] for c in CONTINUOUS])
+def test_more_moments(name, make, fourth):
+    """Means within 6 standard errors; variances too where the fourth central moment is known
+    in closed form (`fourth(variance)`), else means only."""
+    flow.manual_seed(12)
+    draws, mean, var = _dist_moments(make())
+    if fourth is None:
+        np.testing.assert_array_less(np.abs(draws.mean(0) - mean), SE * np.sqrt(var / N))
+    else:
+        _check_moments(draws, mean, var, fourth=fourth(var))
+
+
+def test_dirichlet_draws_lie_on_the_simplex_with_the_right_means():
+    flow.manual_seed(13)
+    c = np.array([0.3, 2.0, 5.0])
+    dist = D.Dirichlet(flow.tensor(c))
+    draws = dist.sample((N,)).numpy()
+    np.testing.assert_allclose(draws.sum(-1), 1.0, rtol=1e-12)
+    var = dist.variance.numpy()
+    np.testing.assert_array_less(np.abs(draws.mean(0) - c / c.sum()), SE * np.sqrt(var / N))
+
+
 def test_sample_carries_no_gradient_and_rsample_does():
     loc = flow.tensor([0.5], requires_grad=True)
     dist = D.Normal(loc, 1.0)

@@ -1,0 +1,85 @@
+"""StudentT(df, loc, scale) and Chi2(df)."""
+from __future__ import annotations
+
+import math
+from numbers import Number
+
+from .. import creation, ops
+from ..size import Size
+from . import constraints
+from .distribution import Distribution
+from .gamma import Gamma
+from .utils import broadcast_all
+
+
+class Chi2(Gamma):
+    """The chi-squared distribution with `df` degrees of freedom: Gamma(df / 2, 1 / 2)."""
+
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        (df,) = broadcast_all(df)
+        super().__init__(0.5 * df, 0.5, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return super().expand(batch_shape, self._get_checked_instance(Chi2, _instance))
+
+    @property
+    def df(self):
+        return self.concentration * 2
+
+
+class StudentT(Distribution):
+    """Student's t with `df` degrees of freedom, shifted by `loc` and scaled by `scale`;
+    rsample is loc + scale * X / sqrt(Z / df) with X normal and Z chi-squared draws."""
+
+    arg_constraints = {"df": constraints.positive, "loc": constraints.real,
+                       "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
+        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        self._chi2 = Chi2(self.df)
+        numbers = all(isinstance(p, Number) for p in (df, loc, scale))
+        super().__init__(Size() if numbers else self.df.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._expanded(StudentT, batch_shape, _instance, ("df", "loc", "scale"))
+        new._chi2 = self._chi2.expand(batch_shape)
+        return new
+
+    @property
+    def mean(self):
+        return ops.where(self.df > 1, self.loc, float("nan"))
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        finite = self.scale.pow(2) * self.df / (self.df - 2)
+        return ops.where(self.df > 2, finite, ops.where(self.df > 1, float("inf"), float("nan")))
+
+    def rsample(self, sample_shape=Size()):
+        shape = self._extended_shape(sample_shape)
+        x = creation.randn(*shape, dtype=self.df.dtype, device=self.df.device)
+        z = self._chi2.rsample(sample_shape)
+        return self.loc + self.scale * x * (z / self.df).rsqrt()
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        y = (value - self.loc) / self.scale
+        half_df = 0.5 * self.df
+        norm = (self.scale.log() + 0.5 * self.df.log() + 0.5 * math.log(math.pi)
+                + ops.lgamma(half_df) - ops.lgamma(half_df + 0.5))
+        return -0.5 * (self.df + 1.0) * (y.pow(2) / self.df).log1p() - norm
+
+    def entropy(self):
+        half_df = 0.5 * self.df
+        log_beta = ops.lgamma(half_df) + math.lgamma(0.5) - ops.lgamma(half_df + 0.5)
+        return (self.scale.log()
+                + (half_df + 0.5) * (ops.digamma(half_df + 0.5) - ops.digamma(half_df))
+                + 0.5 * self.df.log() + log_beta)
