@@ -41,6 +41,11 @@ def pad_sequence(sequences: Sequence[Tensor], batch_first: bool = False,
     return flow.stack(padded, 0 if batch_first else 1)
 
 
+def invert_permutation(permutation: Tensor | None) -> Tensor | None:
+    """The inverse permutation (None stays None), as the packed sequences' unsorted_indices."""
+    return None if permutation is None else flow.argsort(permutation)
+
+
 def _values(t) -> np.ndarray | None:
     """A tensor's or a list's values, None for a traced tensor (no values while tracing)."""
     if isinstance(t, Tensor):
@@ -67,8 +72,8 @@ class PackedSequence:
         if batch_sizes is None:
             raise TypeError("PackedSequence: batch_sizes is required (build packed sequences "
                             "with pack_padded_sequence or pack_sequence)")
-        if unsorted_indices is None and sorted_indices is not None:
-            unsorted_indices = flow.argsort(sorted_indices)
+        if unsorted_indices is None:
+            unsorted_indices = invert_permutation(sorted_indices)
         self._data, self._batch_sizes = data, batch_sizes
         self.sorted_indices, self.unsorted_indices = sorted_indices, unsorted_indices
         self._padded = self._lengths = self._known = None
@@ -228,7 +233,7 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,  # n
         sorted_indices = unsorted_indices = None
         if not enforce_sorted:
             sorted_indices = flow.argsort(lengths, descending=True, stable=True)
-            unsorted_indices = flow.argsort(sorted_indices)
+            unsorted_indices = invert_permutation(sorted_indices)
     return PackedSequence._from_padded(input, lengths, known, sorted_indices, unsorted_indices)
 
 
@@ -275,4 +280,4 @@ def unpack_sequence(packed_sequences: PackedSequence) -> list:
 
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
-           "pack_sequence", "unpad_sequence", "unpack_sequence"]
+           "pack_sequence", "unpad_sequence", "unpack_sequence", "invert_permutation"]

@@ -66,6 +66,10 @@ def test_pack_sequence_and_fields_constructor():
                                   flow.tensor(_np(theirs.batch_sizes)),
                                   flow.tensor(_np(theirs.sorted_indices)))
     np.testing.assert_array_equal(_np(rebuilt.unsorted_indices), _np(theirs.unsorted_indices))
+    perm = torch.tensor([2, 0, 3, 1])
+    np.testing.assert_array_equal(_np(frnn.invert_permutation(flow.tensor(perm.numpy()))),
+                                  _np(trnn.invert_permutation(perm)))
+    assert frnn.invert_permutation(None) is None
     padded, lengths = frnn.pad_packed_sequence(rebuilt, batch_first=True)
     want, _ = trnn.pad_packed_sequence(theirs, batch_first=True)
     np.testing.assert_array_equal(_np(padded), _np(want))
