@@ -224,13 +224,13 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
   `solve_ex`, `eig`, `eigvals`, the `lu*` and `ldl*` families, `tensorinv` and `tensorsolve`
   are missing.
 * **Sparse COO tensors** (`flow.sparse_coo_tensor`) are a `flow.sparse.SparseTensor`, not a
-  `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`@` with a dense matrix
-  (sparse @ sparse densifies the right operand), `t()`, scaling by a number and `requires_grad`
-  are there; elementwise arithmetic with tensors, `torch.mm(sparse, dense)` and the other
-  layouts (CSR, ...) are not. The gradient of a sparse operand is sparse on its own pattern for
-  `sparse.mm`, `spmm` and `@` alike (PyTorch's is dense for `spmm` and `@`). `coalesce()` and
+  `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`mm`/`matmul`/`@` with
+  a dense matrix (sparse @ sparse densifies the right operand), `t()`, scaling by a number and
+  `requires_grad` are there; elementwise arithmetic with tensors and the other layouts (CSR,
+  ...) are not. The gradient of a sparse operand is sparse on its own pattern for every product
+  (PyTorch's is sparse for `sparse.mm` only, dense for the others). `coalesce()` and
   `to_sparse()` read values, so they run eagerly; compiled calls take a sparse argument as its
-  indices and values.
+  indices and values. SciPy is no dependency: the product is a gather and a segment sum.
 * **`F.grid_sample`** (bilinear, nearest, bicubic) is a composite of gathers, so it exports
   as GatherElements, Mul and Add, not as ONNX's `GridSample`, and the grid of a nearest
   sampling gets no gradient (None; PyTorch's is zeros). At a grid point exactly on a pixel

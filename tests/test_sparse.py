@@ -59,7 +59,7 @@ def test_to_sparse_matches_torch():
     np.testing.assert_array_equal(ours.values().numpy(), theirs.values().numpy())
 
 
-@pytest.mark.parametrize("fn", ["sparse.mm", "spmm", "matmul"])
+@pytest.mark.parametrize("fn", ["sparse.mm", "spmm", "@", "mm", "matmul"])
 def test_mm_values_and_gradients_match_torch(fn):
     torch = pytest.importorskip("torch")
     dense = np.random.default_rng(0).uniform(-1, 1, (5, 3))
@@ -70,7 +70,8 @@ def test_mm_values_and_gradients_match_torch(fn):
         s.requires_grad_(True)
         d = lib.tensor(dense, requires_grad=True)
         out = {"sparse.mm": lambda: lib.sparse.mm(s, d), "spmm": lambda: lib.spmm(s, d),
-               "matmul": lambda: s @ d}[fn]()
+               "@": lambda: s @ d, "mm": lambda: lib.mm(s, d),
+               "matmul": lambda: lib.matmul(s, d)}[fn]()
         out.backward(lib.tensor(seed))
         results.append((out.detach().numpy(), d.grad.numpy(), _at_pattern(s.grad, s)))
     for got, want in zip(*results):
@@ -79,7 +80,7 @@ def test_mm_values_and_gradients_match_torch(fn):
 
 def _at_pattern(grad, s) -> np.ndarray:
     """A sparse operand's gradient at its nonzeros: ours is sparse on its pattern; PyTorch's
-    is sparse for sparse.mm and dense for spmm and @."""
+    is sparse for sparse.mm and dense for the others."""
     if grad.is_sparse:
         return grad.coalesce().values().numpy()
     return grad.numpy()[tuple(s.indices().numpy())]

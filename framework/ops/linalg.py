@@ -121,7 +121,10 @@ def _same_dtype(op: str, a, b):
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
-    """PyTorch's matmul: dot, matrix-vector, matrix-matrix, batched with broadcasting."""
+    """PyTorch's matmul: dot, matrix-vector, matrix-matrix, batched with broadcasting; a sparse
+    COO first operand multiplies as torch.sparse.mm."""
+    if getattr(input, "is_sparse", False):
+        return input.mm(other)
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         raise TypeError(f"matmul: expected two tensors, got {type(input).__name__} and "
                         f"{type(other).__name__}")
@@ -153,6 +156,8 @@ def _checked(op: str, ndims: tuple, *xs: Tensor) -> None:
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    if getattr(input, "is_sparse", False):   # torch.mm(sparse, dense): torch.sparse.mm
+        return input.mm(mat2)
     _checked("mm", (2, 2), input, mat2)
     return matmul_op(input, mat2)
 
