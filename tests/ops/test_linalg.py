@@ -5,6 +5,7 @@ import pytest
 
 import dualflow as flow
 from dualflow.ops import REGISTRY, ShapeError
+from tests.tolerances import assert_within, gamma
 
 
 @pytest.fixture
@@ -17,18 +18,27 @@ def _data(*shape, seed=0):
 
 
 def _check_parity(torch, fn, tfn, *shapes):
-    """Values and input gradients (against a random cotangent) of fn vs torch's tfn."""
+    """Values and input gradients (against a random cotangent) of fn vs torch's tfn.
+
+    The functions are multilinear (products, sums, a bias), so tfn on the inputs' magnitudes
+    gives each element's sum of term magnitudes, forward and backward; both libraries are
+    within gamma_n of the exact value relative to it (tests/tolerances.py), n bounding the terms
+    any element accumulates (at most every input and output element)."""
     arrays = [_data(*s, seed=i) for i, s in enumerate(shapes)]
     xs = [flow.tensor(a, requires_grad=True) for a in arrays]
     txs = [torch.tensor(a, requires_grad=True) for a in arrays]
     y, ty = fn(*xs), tfn(*txs)
     assert tuple(y.shape) == tuple(ty.shape)
-    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
     w = _data(*y.shape, seed=99)
+    magnitudes = [torch.tensor(np.abs(a), requires_grad=True) for a in arrays]
+    scale = tfn(*magnitudes)
+    (scale * torch.tensor(np.abs(w))).sum().backward()
+    slack = 2 * gamma(sum(a.size for a in arrays) + w.size, np.float64)
+    assert_within(y.detach().numpy(), ty.detach().numpy(), slack * scale.detach().numpy(), "value")
     (y * flow.tensor(w)).sum().backward()
     (ty * torch.tensor(w)).sum().backward()
-    for x, tx in zip(xs, txs):
-        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-10)
+    for i, (x, tx, m) in enumerate(zip(xs, txs, magnitudes)):
+        assert_within(x.grad.numpy(), tx.grad.numpy(), slack * m.grad.numpy(), f"grad {i}")
 
 
 MATMUL_SHAPES = [((3,), (3,)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (4, 3, 2)),
