@@ -281,7 +281,22 @@ def sum(input: SparseTensor, dim=None) -> Tensor:  # noqa: A001 - torch.sparse.s
     return sum_fn(input.to_dense(), dim)
 
 
+def _legacy_constructor(dtype):
+    """torch.sparse.FloatTensor & co. (deprecated in PyTorch, still in pygcn): (indices, values,
+    size) is sparse_coo_tensor, keeping the values' dtype as PyTorch does; sizes alone give an
+    empty sparse tensor of the class's dtype."""
+    def construct(*args, device=None):
+        if args and isinstance(args[0], Tensor):
+            return sparse_coo_tensor(*args, device=device)
+        size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        indices = zeros((len(size), 0), dtype=dt.int64, device=device)
+        return sparse_coo_tensor(indices, zeros((0,), dtype=dtype, device=device), size)
+    return construct
+
+
+FloatTensor, DoubleTensor = _legacy_constructor(dt.float32), _legacy_constructor(dt.float64)
 spmm = mm
 # a dense tensor says it is not sparse, and converts (Tensor.is_sparse is read like PyTorch's)
 METHODS = {"to_sparse": to_sparse, "to_sparse_coo": to_sparse, "is_sparse": False}
-__all__ = ["SparseTensor", "addmm", "mm", "sparse_coo_tensor", "spmm", "sum", "to_sparse"]
+__all__ = ["DoubleTensor", "FloatTensor", "SparseTensor", "addmm", "mm", "sparse_coo_tensor",
+           "spmm", "sum", "to_sparse"]

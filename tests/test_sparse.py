@@ -39,6 +39,14 @@ def test_hybrid_and_inferred_size():
     np.testing.assert_array_equal(s.to_dense().numpy(), _dense_reference(INDICES, values, (4, 4)))
 
 
+def test_legacy_constructors():
+    s = flow.sparse.FloatTensor(flow.tensor(INDICES), flow.tensor(VALUES), flow.Size(SHAPE))
+    assert s.dtype is flow.float64 and s.shape == SHAPE   # the values' dtype, as PyTorch
+    empty = flow.sparse.DoubleTensor(2, 3)
+    assert (empty.shape, empty.dtype, empty._nnz()) == ((2, 3), flow.float64, 0)
+    np.testing.assert_array_equal(empty.to_dense().numpy(), np.zeros((2, 3)))
+
+
 def test_coalesce_and_accessors_match_torch():
     torch = pytest.importorskip("torch")
     ours = _sparse()

@@ -59,8 +59,9 @@ def normalized_adjacency(n: int, edges: int, seed: int) -> np.ndarray:
 
 
 def sparse_tensor(fw, dense: np.ndarray, dtype):
-    """pygcn's `sparse_mx_to_torch_sparse_tensor` on the COO form of `dense`."""
+    """pygcn's `sparse_mx_to_torch_sparse_tensor` on the COO form of `dense` (its legacy
+    `torch.sparse.FloatTensor` constructor; the values' dtype is kept)."""
     rows, cols = np.nonzero(dense)
     indices = fw.from_numpy(np.vstack((rows, cols)).astype(np.int64))
-    values = fw.from_numpy(dense[rows, cols]).to(dtype)
-    return fw.sparse_coo_tensor(indices, values, fw.Size(dense.shape))
+    values = fw.from_numpy(dense[rows, cols].astype(np.dtype(str(dtype).split(".")[-1])))
+    return fw.sparse.FloatTensor(indices, values, fw.Size(dense.shape))
