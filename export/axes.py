@@ -54,12 +54,17 @@ def symbol_sources(in_axes: dict, input_names: list) -> dict:
     return sources
 
 
+class _VariantRefused(ExportError):
+    """The model raised when traced at a variant size."""
+
+
 def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
                    graph) -> tuple:
     """(Variants, graphs): the first graph, then the traces with each symbol alone one step
     larger, then (when there are symbols) all of them two steps larger, to check the affine
-    rules. A step is the largest power of two (up to 32) dividing the example size, so a model
-    that needs sizes divisible by 2**k (a U-Net) traces at sizes it accepts."""
+    rules. A step is first the largest power of two (up to 32) dividing the example size, so a
+    model that needs sizes divisible by 2**k (a U-Net) traces at sizes it accepts; a model that
+    refuses those sizes (a length past its position table) is traced again with steps of 1."""
     base: dict = {}
     for i, axes in in_axes.items():
         for axis, sym in axes.items():
@@ -67,26 +72,35 @@ def trace_variants(model, args, in_axes: dict, tensors: list, input_names: list,
             if base.setdefault(sym, size) != size:
                 raise ValueError(f"to_onnx: dynamic axis {sym!r} has size {base[sym]} in one "
                                  f"input but {size} in {input_names[i]!r} (axis {axis})")
-    symbols = tuple(base)
-    step = {s: _step(n) for s, n in base.items()}
-    sizes = [dict(base)] + [{**base, s: base[s] + step[s]} for s in symbols]
-    if symbols:
-        sizes.append({s: n + 2 * step[s] for s, n in base.items()})
     # the variants are traced as the first graph was: with size symbols, or (an example size
     # of 0 or 1, never symbolic) with plain sizes throughout, so their nodes correspond
     traced_axes = in_axes if all(n >= 2 for n in base.values()) else None
     traced = {s: name for name, s in symbol_names(in_axes).items()} if traced_axes else {}
-    variants, graphs = Variants(symbols, sizes, traced), [graph]
-    for k, s in enumerate(sizes[1:], 1):
+    steps = [{s: _step(n) for s, n in base.items()}]
+    if any(k != 1 for k in steps[0].values()):
+        steps.append(dict.fromkeys(base, 1))
+    for attempt, step in enumerate(steps, 1):
+        sizes = [dict(base)] + [{**base, s: base[s] + step[s]} for s in base]
+        if base:
+            sizes.append({s: n + 2 * step[s] for s, n in base.items()})
+        variants = Variants(tuple(base), sizes, traced)
         try:
-            graphs.append(trace_model(model, resized(args, in_axes, s), traced_axes)[0])
-        except ExportError:
-            raise
-        except Exception as exc:
-            raise ExportError(f"tracing the model again with {describe(variants, k)} failed: "
+            return variants, [graph] + [_trace_at(model, args, in_axes, variants, k, traced_axes)
+                                        for k in range(1, len(sizes))]
+        except _VariantRefused:
+            if attempt == len(steps):
+                raise
+
+
+def _trace_at(model, args, in_axes: dict, variants: Variants, k: int, traced_axes):
+    try:
+        return trace_model(model, resized(args, in_axes, variants.sizes[k]), traced_axes)[0]
+    except ExportError:
+        raise
+    except Exception as exc:
+        raise _VariantRefused(f"tracing the model again with {describe(variants, k)} failed: "
                               f"{exc}. Mark the axis dynamic on every input that shares it, or "
                               "leave it static") from exc
-    return variants, graphs
 
 
 def _step(size: int, most: int = 32) -> int:

@@ -149,3 +149,22 @@ def test_graph_mode_sizes_with_a_floor_division_in_a_product():
             got = model(x)
         assert tuple(got.shape) == ((shape[2] // 2) * (shape[3] // 2),)
         np.testing.assert_array_equal(got.numpy(), model(x).numpy())
+
+
+class PositionTable(nn.Module):
+    """A position table of 40 rows: lengths past it are refused, as GPT's block size does."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Embedding(40, 4)
+
+    def forward(self, x):
+        if x.shape[1] > 40:
+            raise ValueError(f"length {x.shape[1]} is past the position table")
+        return x + self.table(flow.arange(x.shape[1]))
+
+
+def test_a_model_refusing_the_power_of_two_steps_is_traced_with_steps_of_one():
+    # example length 32: steps of 32 would trace at 64 and 96; steps of 1 at 33 and 34
+    matches_at_sizes(PositionTable(), [(2, 32, 4), (3, 7, 4), (1, 40, 4)],
+                     {"input_0": {0: "batch", 1: "seq"}})
