@@ -49,9 +49,10 @@ def _uses(graph) -> dict:
 class OnnxModule(nn.Module):
     """The graph of an ONNX model. `forward(*inputs)` takes the graph's inputs that are not
     initializers, in order, and returns one tensor, or a tuple for several outputs. Float
-    initializers are Parameters (BatchNorm's running statistics: buffers), other initializers
-    buffers, and initializers read only as shapes or axes constants of the model; state-dict
-    keys follow `names.key_of`. `onnx_names` maps each key back to its initializer."""
+    initializers are Parameters (BatchNorm's running statistics: buffers); integer and bool
+    initializers (shapes, indices, axes, as exporters write them) and floats read as shapes or
+    scales are constants of the model, kept out of the state dict. State-dict keys follow
+    `names.key_of`; `onnx_names` maps each key back to its initializer."""
 
     def __init__(self, model, trainable: bool = True):
         super().__init__()
@@ -65,13 +66,13 @@ class OnnxModule(nn.Module):
         modules, leaves = set(), set()
         for name, array in inits.items():
             kinds = uses.get(name, set())
-            if "static" in kinds or not kinds:
+            if "static" in kinds or not kinds or array.dtype.kind != "f":
                 self._static[name] = array
-            if kinds - {"static"}:
+            if kinds - {"static"} and array.dtype.kind == "f":
                 key = key_of(name, modules, leaves)
                 owner, leaf = self._owner(key)
                 t = flow.from_numpy(np.array(array))
-                if array.dtype.kind == "f" and "data" in kinds:
+                if "data" in kinds:
                     owner.register_parameter(leaf, nn.Parameter(t, requires_grad=trainable))
                 else:
                     owner.register_buffer(leaf, t)
@@ -98,6 +99,34 @@ class OnnxModule(nn.Module):
             owner = child
         return owner, leaf
 
+    @property
+    def nodes(self) -> list:
+        """The graph's nodes (`NodeView`: op_type, name, inputs, outputs, attrs), in order."""
+        return list(self._nodes)
+
+    def select_outputs(self, *names: str) -> "OnnxModule":
+        """Make the values `names` the module's outputs (e.g. the features before a classifier
+        to be replaced) and drop the nodes, parameters and buffers nothing then reads. In place;
+        returns the module."""
+        known = set(self.input_names) | {o for n in self._nodes for o in n.outputs} | \
+            {name for name, _ in self._state} | set(self._static)
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise KeyError(f"select_outputs: no value named {missing} in the graph")
+        needed, kept = set(names), []
+        for node in reversed(self._nodes):
+            if needed & set(node.outputs):
+                kept.append(node)
+                needed.update(i for i in node.inputs if i)
+        self._nodes = kept[::-1]
+        for name, key in [s for s in self._state if s[0] not in needed]:
+            owner, leaf = self._owner(key)
+            delattr(owner, leaf)
+            self.onnx_names.pop(key)
+        self._state = [s for s in self._state if s[0] in needed]
+        self.output_names = list(names)
+        return self
+
     def forward(self, *inputs):
         if len(inputs) != len(self.input_names):
             raise TypeError(f"the ONNX model takes {len(self.input_names)} inputs "
@@ -116,8 +145,8 @@ class OnnxModule(nn.Module):
             out = conv.fn(node, *args)
             outs = out if isinstance(out, tuple) else (out,)
             for name, value in zip(node.outputs, outs):
-                if name:
-                    env[name] = value
+                if name:   # NumPy scalars (a Gather of one size) stay arrays
+                    env[name] = np.asarray(value) if isinstance(value, np.generic) else value
         results = [tensor(env[n]) if is_static(env[n]) else env[n] for n in self.output_names]
         return results[0] if len(results) == 1 else tuple(results)
 

@@ -29,7 +29,7 @@ def np_dtype(onnx_type: int, where: str) -> np.dtype:
 
 
 def is_static(v) -> bool:
-    return isinstance(v, np.ndarray)
+    return isinstance(v, (np.ndarray, np.generic))
 
 
 def tensor(v):
