@@ -173,3 +173,12 @@ def test_a_model_refusing_the_power_of_two_steps_is_traced_with_steps_of_one():
     # example length 32: steps of 32 would trace at 64 and 96; steps of 1 at 33 and 34
     matches_at_sizes(PositionTable(), [(2, 32, 4), (3, 7, 4), (1, 40, 4)],
                      {"input_0": {0: "batch", 1: "seq"}})
+
+
+def test_recomputed_scale_factor_resizes_to_sizes_computed_at_run_time():
+    class Recomputed(nn.Module):   # Resize by sizes floor(1.5 h), floor(1.5 w): Div and Mod
+        def forward(self, x):
+            return F.interpolate(x, scale_factor=1.5, mode="bilinear",
+                                 recompute_scale_factor=True)
+    axes = {"input_0": {0: "batch", 2: "height", 3: "width"}}
+    matches_at_sizes(Recomputed(), [(2, 3, 8, 10), (1, 3, 7, 5), (3, 3, 11, 4)], axes)
