@@ -10,6 +10,11 @@ or `dualflow.nn`: the same code, the same state-dict names), at the sizes people
   LM head tied to the token embedding); logits flattened to (batch * block, vocab).
 * `lstm_lm`: PyTorch's word_language_model LSTM (embedding, 2-layer LSTM, linear decoder),
   dropout 0, batch-first, logits flattened to (batch * sequence, vocab).
+* `bert_mlm`: a small BERT masked LM as Hugging Face's BertForMaskedLM lays it out (word and
+  position embeddings, post-LayerNorm encoder layers with separate query/key/value projections,
+  GELU feed-forward, a dense-GELU-LayerNorm prediction head and a decoder tied to the word
+  embeddings), dropout 0; logits flattened to (batch * sequence, vocab). Small enough that the
+  per-op and per-parameter overheads, not the arithmetic, decide the step time.
 """
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ from types import SimpleNamespace
 
 GPT_CONFIG = SimpleNamespace(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65)
 LSTM_CONFIG = SimpleNamespace(ntoken=10_000, ninp=200, nhid=200, nlayers=2, seq=35)
+BERT_CONFIG = SimpleNamespace(vocab_size=1000, hidden=64, heads=4, layers=2, intermediate=256,
+                              seq=32, layer_norm_eps=1e-12)
 
 
 def _resnet18(nn, classes: int):
@@ -175,6 +182,65 @@ def _lstm_lm(nn):
     return RNNModel()
 
 
+def _bert_mlm(nn):
+    F, cfg = nn.functional, BERT_CONFIG
+
+    class SelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query = nn.Linear(cfg.hidden, cfg.hidden)
+            self.key = nn.Linear(cfg.hidden, cfg.hidden)
+            self.value = nn.Linear(cfg.hidden, cfg.hidden)
+            self.dense = nn.Linear(cfg.hidden, cfg.hidden)
+            self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = (proj(x).view(b, t, cfg.heads, c // cfg.heads).transpose(1, 2)
+                       for proj in (self.query, self.key, self.value))
+            y = F.scaled_dot_product_attention(q, k, v)
+            return self.norm(x + self.dense(y.transpose(1, 2).reshape(b, t, c)))
+
+        def attention_flops(self, x) -> int:
+            """The two (t x t) attention matmuls, beside the Linear layers counted on their own."""
+            b, t, c = x.shape
+            return 2 * 2 * b * t * t * c
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = SelfAttention()
+            self.intermediate = nn.Linear(cfg.hidden, cfg.intermediate)
+            self.output = nn.Linear(cfg.intermediate, cfg.hidden)
+            self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+
+        def forward(self, x):
+            x = self.attention(x)
+            return self.norm(x + self.output(F.gelu(self.intermediate(x))))
+
+    class BertMLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden)
+            self.position_embeddings = nn.Embedding(cfg.seq, cfg.hidden)
+            self.embedding_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+            self.layers = nn.ModuleList([Layer() for _ in range(cfg.layers)])
+            self.head_dense = nn.Linear(cfg.hidden, cfg.hidden)
+            self.head_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+            self.decoder = nn.Linear(cfg.hidden, cfg.vocab_size)
+            self.decoder.weight = self.word_embeddings.weight  # tied, as BERT's MLM head
+
+        def forward(self, idx):
+            x = self.word_embeddings(idx) + self.position_embeddings.weight[:idx.shape[1]]
+            x = self.embedding_norm(x)
+            for layer in self.layers:
+                x = layer(x)
+            x = self.head_norm(F.gelu(self.head_dense(x)))
+            return self.decoder(x).view(-1, cfg.vocab_size)
+
+    return BertMLM()
+
+
 def build_real(nn, name: str, classes: int):
     """One of the real workloads' models, or None for another name."""
     if name == "resnet18":
@@ -185,4 +251,6 @@ def build_real(nn, name: str, classes: int):
         return _gpt(nn)
     if name == "lstm_lm":
         return _lstm_lm(nn)
+    if name == "bert_mlm":
+        return _bert_mlm(nn)
     return None

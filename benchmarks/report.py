@@ -352,7 +352,8 @@ def _problems(report: dict) -> list[str]:
 
 LEGEND = [
     "columns: train ms = median time of one training step (zero grads, forward, cross-entropy,",
-    "  backward, SGD momentum 0.9) at the workload's batch, ±IQR as % of the median;",
+    "  backward, SGD momentum 0.9 or the workload's AdamW) at the workload's batch, ±IQR as %",
+    "  of the median;",
     "  infer b=1 us = median eval-mode, no-grad forward at batch 1;",
     "  1st train/infer s = wall time of the compiling call (nn.Graph: its second call; others:",
     "  the first; onnxruntime: export + session + first run), one execution included;",

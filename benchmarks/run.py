@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "--only names one (about a minute)")
     parser.add_argument("--only", metavar="NAME",
                         help="one workload (mlp_small, mlp_large, cnn, transformer, resnet18, "
-                             "mobilenet_v2, gpt, lstm_lm) or micro case (op, chain)")
+                             "mobilenet_v2, gpt, lstm_lm, bert_mlm) or micro case (op, chain)")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON here")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory probes")
     parser.add_argument("--threads", type=int, metavar="N",

@@ -6,7 +6,7 @@ from dualflow import nn
 
 from .systems import Prepared, System
 from .timing import first_call
-from .workloads import LR, MOMENTUM, build_model
+from .workloads import build_model, make_optimizer
 
 
 def model_with_weights(workload, weights) -> nn.Module:
@@ -16,7 +16,7 @@ def model_with_weights(workload, weights) -> nn.Module:
 
 
 class TrainStep(nn.Graph):
-    """The whole training step as one static graph: forward, loss, backward, SGD update."""
+    """The whole training step as one static graph: forward, loss, backward, optimizer update."""
 
     def __init__(self, model, optimizer):
         super().__init__()
@@ -41,7 +41,7 @@ class Predict(nn.Graph):
 
 def _train_setup(workload, x, y, weights):
     model = model_with_weights(workload, weights)
-    opt = flow.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    opt = make_optimizer(flow.optim, model.parameters(), workload)
     return model, opt, flow.from_numpy(x), flow.from_numpy(y)
 
 
@@ -73,7 +73,8 @@ def train_global(workload, x, y, weights) -> Prepared:
 
 
 def train_graph(workload, x, y, weights) -> Prepared:
-    """nn.Graph's first call runs eagerly (creating momentum buffers); the second compiles."""
+    """nn.Graph's first call runs eagerly (creating the optimizer's state); the second
+    compiles."""
     model, opt, xt, yt = _train_setup(workload, x, y, weights)
     graph = TrainStep(model, opt)
     loss = graph(xt, yt)
@@ -131,7 +132,7 @@ def infer_onnxruntime(workload, x, weights) -> Prepared:
 SYSTEMS = [
     System("df_eager", "dualflow eager", train_eager, infer_eager, numpy_backed=True),
     System("df_graph", "dualflow nn.Graph", train_graph, infer_graph, numpy_backed=True,
-           notes="whole step (forward, loss, backward, SGD) in one compiled graph"),
+           notes="whole step (forward, loss, backward, optimizer) in one compiled graph"),
     System("df_global", "dualflow set_mode(GRAPH)", train_global, infer_global,
            numpy_backed=True, notes="eager loop; Module calls (model, loss) compiled"),
     System("df_ort", "dualflow compile(backend='onnxruntime')", None, infer_onnxruntime,

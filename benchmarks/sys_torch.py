@@ -5,7 +5,7 @@ from functools import partial
 
 from .systems import Prepared, System
 from .timing import first_call
-from .workloads import LR, MOMENTUM, build_model
+from .workloads import build_model, make_optimizer
 
 
 def model_with_weights(workload, weights):
@@ -26,7 +26,7 @@ def _compile(model):
 def _train(workload, x, y, weights, compiled: bool) -> Prepared:
     import torch
     model = model_with_weights(workload, weights)
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    opt = make_optimizer(torch.optim, model.parameters(), workload)
     loss_fn = torch.nn.CrossEntropyLoss()
     forward = _compile(model) if compiled else model
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)

@@ -1,7 +1,7 @@
 """What a benchmarked system is: a name and two `prepare` functions that build a ready-to-time call.
 
 `prepare_train(workload, x, y, weights)` builds the model from the shared weights, the loss and
-an SGD-momentum optimizer, runs the first (compiling) call(s) and returns a `Prepared` whose `fn`
+the workload's optimizer, runs the first (compiling) call(s) and returns a `Prepared` whose `fn`
 is one full training step. `prepare_infer(workload, x, weights)` does the same for one eval-mode,
 no-grad forward. A system that cannot run here raises `Skip` with the reason.
 """

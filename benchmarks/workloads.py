@@ -1,8 +1,9 @@
 """The standard workloads: one table of shapes that every system builds its own model from.
 
-A training step is the same everywhere: zero grads, forward, cross-entropy loss, backward,
-SGD with momentum 0.9. Every system starts from the same weights (`reference_weights`, made once
-by dualflow's initialisers) so the first-step losses can be compared as a correctness check.
+A training step is the same everywhere: zero grads, forward, cross-entropy loss, backward, and
+the workload's optimizer (SGD with momentum 0.9; AdamW for the masked LM). Every system starts
+from the same weights (`reference_weights`, made once by dualflow's initialisers) so the
+first-step losses can be compared as a correctness check.
 """
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .models import GPT_CONFIG, LSTM_CONFIG, build_real
+from .models import BERT_CONFIG, GPT_CONFIG, LSTM_CONFIG, build_real
 
 LR = 0.01
 MOMENTUM = 0.9
+ADAMW_LR = 1e-3      # AdamW's other settings are both libraries' defaults
 CLASSES = 10
+MASK_PROB = 0.15     # share of tokens a masked LM predicts (BERT's)
+IGNORE_INDEX = -100  # the target of every other token: cross-entropy's default ignore_index
 
 
 @dataclass(frozen=True)
@@ -24,12 +28,21 @@ class Workload:
     sample_shape: tuple      # one input sample, without the batch dimension
     description: str
     vocab: int | None = None  # a language model: int64 token inputs, one target per token
+    masked_lm: bool = False   # targets only at masked tokens (replaced by the last token id)
+    optimizer: str = "sgd"    # "sgd" (momentum MOMENTUM, lr LR) or "adamw" (lr ADAMW_LR)
 
     def data(self, batch: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The input batch (float32 images/features, or int64 tokens) and int64 targets, one per
-        sample or, for a language model, one per token (fixed seed: every system sees the same)."""
+        sample or, for a language model, one per token (fixed seed: every system sees the same);
+        a masked LM's inputs carry the mask token where a target is set, IGNORE_INDEX elsewhere."""
         rng = np.random.default_rng(seed)
         n = self.batch if batch is None else batch
+        if self.masked_lm:
+            x = rng.integers(0, self.vocab - 1, size=(n, *self.sample_shape), dtype=np.int64)
+            masked = rng.random(x.shape) < MASK_PROB
+            masked.flat[0] = True  # at least one target, however small the batch
+            y = np.where(masked, x, IGNORE_INDEX).reshape(-1)
+            return np.where(masked, self.vocab - 1, x), y
         if self.vocab is not None:
             x = rng.integers(0, self.vocab, size=(n, *self.sample_shape), dtype=np.int64)
             y = rng.integers(0, self.vocab, size=x.size, dtype=np.int64)
@@ -66,10 +79,22 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("lstm_lm", 20, (LSTM_CONFIG.seq,),
              "word_language_model LSTM: embedding 200, 2 layers x 200 hidden, sequence 35, "
              "vocab 10000, batch-first", vocab=LSTM_CONFIG.ntoken),
+    Workload("bert_mlm", 8, (BERT_CONFIG.seq,),
+             "BERT-style masked LM: 2 post-norm layers, 4 heads, d 64, FFN 256, sequence 32, "
+             "vocab 1000, tied decoder, 15% of tokens masked, AdamW",
+             vocab=BERT_CONFIG.vocab_size, masked_lm=True, optimizer="adamw"),
 ]}
 # The standard workloads of the earlier tables, and the real models (benchmarks/models.py).
 SMALL = ("mlp_small", "mlp_large", "cnn", "transformer")
-REAL = ("resnet18", "mobilenet_v2", "gpt", "lstm_lm")
+REAL = ("resnet18", "mobilenet_v2", "gpt", "lstm_lm", "bert_mlm")
+
+
+def make_optimizer(optim, params, workload: Workload):
+    """The workload's optimizer from a PyTorch-compatible `optim` namespace (`torch.optim` or
+    `dualflow.optim`: the same class names and defaults)."""
+    if workload.optimizer == "adamw":
+        return optim.AdamW(params, lr=ADAMW_LR)
+    return optim.SGD(params, lr=LR, momentum=MOMENTUM)
 
 def build_model(nn, name: str):
     """The workload's model, built from a PyTorch-compatible `nn` namespace: `dualflow.nn` and

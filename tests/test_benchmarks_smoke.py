@@ -25,10 +25,12 @@ def test_train_step_runs_and_modes_agree(name):
     x, y = wl.data(batch=SMOKE_BATCH)
     losses = {}
     for system in DUALFLOW:
+        if system.prepare_train is None:  # an inference-only backend
+            continue
         weights = reference_weights(name)
         p = system.prepare_train(wl, x, y, weights)
         first = p.check
-        for _ in range(4 - p.calls_made):  # four SGD steps in all
+        for _ in range(4 - p.calls_made):  # four optimizer steps in all
             loss = float(to_numpy(p.fn()))
         assert math.isfinite(loss), system.name
         assert loss < first, f"{system.name}: four SGD steps on one batch should lower the loss"
@@ -165,6 +167,18 @@ def test_language_model_data_are_tokens_with_one_target_per_token():
     assert wl.logits_shape(3) == (105, 10_000)
 
 
+def test_masked_lm_data_predict_only_the_masked_tokens():
+    """BERT's masking: the inputs carry the mask token (the last id) exactly where a target is
+    set; every other target is cross-entropy's ignore_index, so the loss averages the masked."""
+    wl = WORKLOADS["bert_mlm"]
+    x, y = wl.data()
+    assert x.shape == (8, 32) and y.shape == (256,) and x.dtype == y.dtype == np.int64
+    masked = y != -100
+    np.testing.assert_array_equal(x.reshape(-1) == wl.vocab - 1, masked)
+    assert 0.05 < masked.mean() < 0.3 and y[masked].max() < wl.vocab - 1
+    assert (wl.data(batch=1)[1] != -100).any()  # a batch of one still has a target
+
+
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "cnn"])
 def test_convolution_flops_match_torchs_counter(name):
     """Our hook count against PyTorch's own FLOP counter (which counts conv and linear alike)."""
@@ -188,6 +202,10 @@ def test_sequence_model_flops_by_formula():
     d, t, layers, vocab = 128, 64, 4, 65
     per_layer = 2 * t * (d * 3 * d + d * d + 2 * d * 4 * d) + 2 * 2 * t * t * d
     assert flops.workload_flops(WORKLOADS["gpt"], "infer") == layers * per_layer + 2 * t * d * vocab
+    d, t, ff, layers, vocab = 64, 32, 256, 2, 1000  # BERT: query, key, value, dense, FFN, head
+    per_layer = 2 * t * (4 * d * d + 2 * d * ff) + 2 * 2 * t * t * d
+    bert = layers * per_layer + 2 * t * d * d + 2 * t * d * vocab
+    assert flops.workload_flops(WORKLOADS["bert_mlm"], "infer") == bert
 
 
 def test_gemm_peak_is_a_positive_rate():
