@@ -14,7 +14,7 @@ from ..tensor import Tensor
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
            "greater_than", "greater_than_eq", "half_open_interval", "independent",
            "integer_interval", "interval", "is_dependent", "less_than", "lower_cholesky",
-           "lower_triangular", "nonnegative", "nonnegative_integer", "one_hot",
+           "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer", "one_hot",
            "positive", "positive_definite", "positive_integer", "positive_semidefinite", "real",
            "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"]
 
@@ -205,6 +205,18 @@ class _HalfOpenInterval(_Interval):
         return (self.lower_bound <= value) & (value < self.upper_bound)
 
 
+class _Multinomial(Constraint):
+    """Non-negative counts summing to at most `upper_bound` (PyTorch's weaker check)."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return (value >= 0).all(-1) & (value.sum(-1) <= self.upper_bound)
+
+
 class _Simplex(Constraint):
     """Non-negative vectors that sum to one (to within 1e-6, as PyTorch)."""
     event_dim = 1
@@ -342,6 +354,7 @@ unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
+multinomial = _Multinomial
 lower_triangular = _LowerTriangular()
 lower_cholesky = _LowerCholesky()
 corr_cholesky = _CorrCholesky()

@@ -8,6 +8,7 @@ import warnings
 from .. import ops
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical
+from .counts import Binomial, Geometric
 from .dirichlet import Dirichlet
 from .distribution import Distribution
 from .exponential import Exponential, Laplace, Poisson
@@ -16,7 +17,7 @@ from .independent import Independent
 from .normal import Normal
 from .transformed_distribution import TransformedDistribution
 from .uniform import Uniform
-from .utils import sum_rightmost
+from .utils import concrete, sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -186,3 +187,19 @@ def _kl_dirichlet_dirichlet(p, q):
     t3 = p.concentration - q.concentration
     t4 = ops.digamma(p.concentration) - ops.digamma(sum_p).unsqueeze(-1)
     return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    if concrete(p.total_count) and concrete(q.total_count) and \
+            bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is "
+                                  "not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p()
+                          - (-q.probs).log1p())
+    return _where(p.total_count > q.total_count, _INF, kl)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits

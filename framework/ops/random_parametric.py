@@ -1,8 +1,10 @@
 """Draws from the parametric families without an inverse-CDF formula, one per parameter
 element, from the backend's generator: Gamma (PyTorch's `_standard_gamma`, differentiable in the
-shape through the implicit reparameterisation gradient of incomplete_gamma.py) and Poisson
-(`torch.poisson`, not differentiable, as in PyTorch)."""
+shape through the implicit reparameterisation gradient of incomplete_gamma.py), Poisson
+(`torch.poisson`) and binomial (`torch.binomial`) counts, not differentiable, as in PyTorch."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..random import generator_for
 from .arith import mul
@@ -26,6 +28,12 @@ def _poisson_kernel(xp, rates, device, generator=None):
     return rng.poisson(rates.astype("float64")).astype(rates.dtype)
 
 
+def _binomial_kernel(xp, count, prob, device, generator=None):
+    rng = generator_for(device, generator).rng
+    count, prob = xp.broadcast_arrays(count, prob)
+    return rng.binomial(count.astype("int64"), prob.astype("float64")).astype(prob.dtype)
+
+
 # Gamma(alpha, 1) draws, one per element of alpha, differentiable through alpha.
 standard_gamma_op = defop(
     "standard_gamma", _standard_gamma_kernel,
@@ -47,6 +55,14 @@ def standard_gamma(alpha, *, generator=None):
     return standard_gamma_op(alpha, device=alpha.device, generator=generator)
 
 
+# Successes of `count` trials with success probability `prob` (broadcast), as prob's dtype.
+binomial_op = defop(
+    "binomial", _binomial_kernel,
+    lambda count, prob, device, generator=None: TensorType(
+        tuple(np.broadcast_shapes(count.shape, prob.shape)), prob.dtype, prob.device),
+    pure=False, onnx=_TRAIN_ONLY)
+
+
 def poisson(input, generator=None):
     """Poisson counts with rates `input` (float, same dtype), as torch.poisson."""
     if not input.dtype.is_floating_point:
@@ -54,4 +70,13 @@ def poisson(input, generator=None):
     return poisson_op(input, device=input.device, generator=generator)
 
 
-EXPORTS = {"_standard_gamma": standard_gamma, "poisson": poisson}
+def binomial(count, prob, generator=None):
+    """Binomial counts: successes of `count` trials with probability `prob` each
+    (torch.binomial; float tensors of one dtype, broadcast together)."""
+    if not (count.dtype.is_floating_point and prob.dtype.is_floating_point):
+        raise TypeError(f"binomial: expected floating-point count and prob, got "
+                        f"{count.dtype.name} and {prob.dtype.name}")
+    return binomial_op(count, prob, device=prob.device, generator=generator)
+
+
+EXPORTS = {"_standard_gamma": standard_gamma, "poisson": poisson, "binomial": binomial}

@@ -47,6 +47,7 @@ class Case:
     rtol: float = 1e-12
     grad_rtol: float = 1e-11
     extra: dict = field(default_factory=dict)  # non-differentiated tensor arguments
+    method_rtol: dict = field(default_factory=dict)  # looser where PyTorch rounds more
 
 
 _BATCH = (2, 3)
@@ -134,6 +135,37 @@ CASES = [
     Case("halfnormal", lambda d, scale: d.HalfNormal(scale), {"scale": positive(*_BATCH)},
          positive(3, *_BATCH), methods=("log_prob", "entropy", "mean", "variance", "mode",
                                         "cdf"), quantiles=unit(*_BATCH)),
+    Case("binomial_probs", lambda d, probs: d.Binomial(8, probs=probs), {"probs": unit(*_BATCH)},
+         RNG.integers(0, 9, size=(3, *_BATCH)).astype(np.float64),
+         methods=("log_prob", "entropy", "mean", "variance", "mode")),
+    Case("binomial_logits", lambda d, logits, n: d.Binomial(n, logits=logits),
+         {"logits": real(*_BATCH) * 2}, RNG.integers(0, 4, size=_BATCH).astype(np.float64),
+         methods=("log_prob", "mean", "variance", "mode"),
+         extra={"n": RNG.integers(4, 9, size=_BATCH).astype(np.float64)}),
+    Case("multinomial", lambda d, probs: d.Multinomial(6, probs=probs),
+         {"probs": positive(2, 4)}, np.random.default_rng(6).multinomial(6, [0.1, 0.2, 0.3, 0.4],
+                                                                         size=(3, 2)).astype(float),
+         methods=("log_prob", "entropy", "mean", "variance"),
+         # PyTorch's Multinomial.entropy takes lgamma(n + 1) of an integer tensor in float32
+         method_rtol={"entropy": 1e-7}),
+    Case("geometric", lambda d, probs: d.Geometric(probs), {"probs": unit(*_BATCH)},
+         RNG.integers(0, 6, size=(3, *_BATCH)).astype(np.float64)),
+    Case("geometric_logits", lambda d, logits: d.Geometric(logits=logits),
+         {"logits": real(*_BATCH)}, RNG.integers(0, 6, size=_BATCH).astype(np.float64)),
+    Case("mixture_normal", lambda d, w, loc, scale: d.MixtureSameFamily(
+             d.Categorical(logits=w), d.Normal(loc, scale)),
+         {"w": real(2, 3), "loc": real(2, 3), "scale": positive(2, 3)}, real(4, 2),
+         methods=("log_prob", "mean", "variance", "cdf")),
+    Case("mixture_mvn", lambda d, w, loc, tril: d.MixtureSameFamily(
+             d.Categorical(probs=w), d.MultivariateNormal(loc, scale_tril=tril)),
+         {"w": positive(3), "loc": real(3, 2), "tril": np.tril(real(3, 2, 2)) + 2 * np.eye(2)},
+         real(4, 2), methods=("log_prob", "mean", "variance"), rtol=1e-11, grad_rtol=1e-10),
+    Case("relaxed_bernoulli", lambda d, probs, t: d.RelaxedBernoulli(t, probs=probs),
+         {"probs": unit(*_BATCH)}, unit(3, *_BATCH), methods=("log_prob",),
+         extra={"t": np.array(0.7)}, rtol=1e-11, grad_rtol=1e-10),
+    Case("relaxed_onehot", lambda d, logits, t: d.RelaxedOneHotCategorical(t, logits=logits),
+         {"logits": real(2, 4)}, np.random.default_rng(7).dirichlet(np.ones(4), size=(3, 2)),
+         methods=("log_prob",), extra={"t": np.array(0.4)}, rtol=1e-11, grad_rtol=1e-10),
 ]
 
 

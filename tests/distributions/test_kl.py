@@ -47,6 +47,10 @@ PAIRS = [
      1e-12),
     ("dirichlet", lambda d, a, b: (d.Dirichlet(a), d.Dirichlet(b)),
      [positive(2, 4), positive(2, 4)], 1e-8),
+    ("binomial", lambda d, a, b: (d.Binomial(5, a), d.Binomial(5, logits=b)),
+     [unit(*_B), real(*_B)], 1e-12),
+    ("geometric", lambda d, a, b: (d.Geometric(a), d.Geometric(logits=b)),
+     [unit(*_B), real(*_B)], 1e-12),
 ]
 
 

@@ -34,7 +34,16 @@ class Scores(nn.Module):
                  D.Gamma(mu.exp(), 2.0).log_prob(z.abs() + 0.1).sum(-1),
                  D.Beta(mu.exp(), 1.5).entropy().sum(-1),
                  D.Bernoulli(logits=mu).log_prob((z > 0).double()).sum(-1),
-                 D.Uniform(mu - 5, mu + 5).log_prob(z).sum(-1)]
+                 D.Uniform(mu - 5, mu + 5).log_prob(z).sum(-1),
+                 D.MixtureSameFamily(cat, D.Normal(logits, 1.0)).log_prob(z[:, 0]),
+                 D.Binomial(4, logits=mu).log_prob((z > 0).double() * 3).sum(-1),
+                 D.Geometric(logits=mu).log_prob((z > 0).double()).sum(-1),
+                 D.Poisson(mu.exp()).log_prob((z > 0).double() * 2).sum(-1),
+                 D.Dirichlet(logits.exp()).log_prob(flow.softmax(z.sum(-1, keepdim=True) * logits, -1)),
+                 D.StudentT(mu.exp() + 1, mu, 2.0).log_prob(z).sum(-1),
+                 D.Laplace(mu, 0.5).entropy().sum(-1) + D.Exponential(mu.exp()).log_prob(z.abs()).sum(-1),
+                 D.RelaxedOneHotCategorical(flow.tensor(0.5, dtype=flow.float64), logits=logits)
+                 .log_prob(flow.softmax(logits * 2, -1))]
         total = terms[0]
         for t in terms[1:]:
             total = total + t
@@ -54,7 +63,13 @@ class Draws(nn.Module):
                 + D.Categorical(logits=mu).sample().double().unsqueeze(-1)
                 + D.Bernoulli(logits=mu).sample() + D.Uniform(mu, mu + 1).rsample()
                 + D.Beta(mu.exp(), 1.0).rsample()
-                + D.MultivariateNormal(mu, scale_tril=flow.eye(2, dtype=flow.float64)).rsample())
+                + D.MultivariateNormal(mu, scale_tril=flow.eye(2, dtype=flow.float64)).rsample()
+                + D.Dirichlet(mu.exp()).rsample() + D.StudentT(3.0, mu, 1.0).rsample()
+                + D.Poisson(mu.exp()).sample() + D.Binomial(5, logits=mu).sample()
+                + D.Laplace(mu, 1.0).rsample() + D.Exponential(mu.exp()).rsample()
+                + D.RelaxedBernoulli(flow.tensor(0.5, dtype=flow.float64), logits=mu).rsample()
+                + D.MixtureSameFamily(D.Categorical(logits=mu), D.Normal(mu, 1.0)).sample()
+                .unsqueeze(-1))
 
 
 def _inputs():

@@ -125,6 +125,43 @@ def test_more_moments(name, make, fourth):
         _check_moments(draws, mean, var, fourth=fourth(var))
 
 
+DISCRETE = [
+    ("binomial", lambda: D.Binomial(flow.tensor([3.0, 20.0]), flow.tensor([0.2, 0.7]))),
+    ("geometric", lambda: D.Geometric(flow.tensor([0.15, 0.8]))),
+    ("mixture", lambda: D.MixtureSameFamily(D.Categorical(flow.tensor([0.3, 0.7])),
+                                            D.Normal(flow.tensor([-2.0, 1.0]), 0.5))),
+    ("mixture_batched", lambda: D.MixtureSameFamily(
+        D.Categorical(logits=flow.tensor([[0.0, 1.0], [2.0, -1.0]])),
+        D.Independent(D.Normal(flow.tensor([[[0.0, 1.0], [3.0, -1.0]]] * 2), 0.3), 1))),
+    ("multinomial", lambda: D.Multinomial(7, flow.tensor([0.1, 0.6, 0.3]))),
+]
+
+
+@pytest.mark.parametrize("name,make", DISCRETE, ids=[c[0] for c in DISCRETE])
+def test_count_and_mixture_means(name, make):
+    flow.manual_seed(14)
+    dist = make()
+    draws, mean, var = _dist_moments(dist)
+    assert draws.shape == (N,) + tuple(dist.batch_shape) + tuple(dist.event_shape)
+    np.testing.assert_array_less(np.abs(draws.mean(0) - mean), SE * np.sqrt(var / N))
+
+
+def test_relaxed_draws_keep_the_discrete_probabilities():
+    """Gumbel-max: the argmax of a RelaxedOneHotCategorical draw is Categorical(probs) at any
+    temperature, and a RelaxedBernoulli draw exceeds 1/2 with probability probs."""
+    flow.manual_seed(15)
+    probs = np.array([0.1, 0.6, 0.3])
+    draws = D.RelaxedOneHotCategorical(flow.tensor(2.0), flow.tensor(probs)).rsample((N,))
+    x = draws.numpy()
+    np.testing.assert_allclose(x.sum(-1), 1.0, rtol=1e-5)
+    freq = np.stack([(x.argmax(-1) == k).mean() for k in range(3)])
+    np.testing.assert_array_less(np.abs(freq - probs), SE * np.sqrt(probs * (1 - probs) / N))
+    p = np.array([0.2, 0.9])
+    y = D.RelaxedBernoulli(flow.tensor(0.5), flow.tensor(p)).rsample((N,)).numpy()
+    assert ((y > 0) & (y < 1)).all()
+    np.testing.assert_array_less(np.abs((y > 0.5).mean(0) - p), SE * np.sqrt(p * (1 - p) / N))
+
+
 def test_dirichlet_draws_lie_on_the_simplex_with_the_right_means():
     flow.manual_seed(13)
     c = np.array([0.3, 2.0, 5.0])

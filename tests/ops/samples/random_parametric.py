@@ -24,7 +24,18 @@ def _poisson_counts(outs, rates, **attrs):
     assert np.all(np.abs(k.mean(0) - rates[0]) < 6 * np.sqrt(rates[0] / k.shape[0]))
 
 
+def _binomial_counts(outs, count, prob, **attrs):
+    """Whole counts in [0, count] whose column means are within 6 standard errors of n p."""
+    (k,) = outs
+    n, p = count[0], prob[0]
+    assert np.all(k >= 0) and np.all(k <= n) and np.all(k == np.floor(k))
+    assert np.all(np.abs(k.mean(0) - n * p) < 6 * np.sqrt(n * p * (1 - p) / k.shape[0]) + 1e-12)
+
+
 SAMPLES = {
+    "binomial": [Sample((np.tile(np.array([1.0, 10.0, 50.0, 7.0]), (4000, 1)),
+                         np.tile(np.array([0.3, 0.5, 0.9, 0.0]), (4000, 1))), {"device": _CPU},
+                        check=_binomial_counts, grad=False)],
     "poisson": [Sample((np.tile(np.array([0.2, 3.0, 40.0]), (4000, 1)),), {"device": _CPU},
                        check=_poisson_counts, grad=False)],
     "standard_gamma": [Sample((np.tile(np.array([0.3, 1.0, 2.5, 12.0]), (4000, 1)),),
