@@ -120,30 +120,43 @@ def _cubic_taps(t):
     return far(t + 1.0), near(t), near(rsub(t, 1.0)), far(rsub(t, 2.0))
 
 
-def _all_inside(positions, spatial: tuple):
-    """Whether each position lies inside the image along every dim."""
-    inside = None
-    for p, size in zip(positions, spatial):
-        here = logical_and(ge(p, 0.0), le(p, size - 1.0))
-        inside = here if inside is None else logical_and(inside, here)
-    return inside
-
-
-def _read(flat, positions, spatial: tuple, out_shape: tuple):
-    """flat (N, C, prod(spatial)) at integer-valued float positions (one per dim, each
-    (N, *out)), clamped into the image (the caller masks what lies outside)."""
-    linear = None
-    for p, size, stride in zip(positions, spatial, _strides(spatial)):
-        term = mul(clamp(p, 0, size - 1), float(stride))
-        linear = term if linear is None else add(linear, term)
-    n, c = flat.shape[:2]
-    index = reshape(linear.to(dt.int64), (n, 1, -1))
-    picked = gather(flat, 2, broadcast_to(index, shape=(n, c, index.shape[2])))
-    return reshape(picked, (n, c) + out_shape)
-
-
 def _strides(spatial: tuple) -> tuple:
     return tuple(math.prod(spatial[i + 1:]) for i in range(len(spatial)))
+
+
+class _Tap:
+    """One neighbour along one dim: its flat-index part (the position clamped into the image,
+    times the dim's stride), its weight, and (zeros padding) whether it lies inside."""
+    __slots__ = ("index", "weight", "inside")
+
+    def __init__(self, position, weight, size: int, stride: int, padding_mode: str):
+        self.index = mul(clamp(position, 0, size - 1), float(stride)).to(dt.int64)
+        self.weight = weight
+        self.inside = logical_and(ge(position, 0.0), le(position, size - 1.0)) \
+            if padding_mode == "zeros" else None
+
+
+def _weighted_taps(flat, taps: list, out_shape: tuple):
+    """The sum, over every combination of one tap per dim, of the image there times the
+    product of the taps' weights (0 where a tap lies outside). A weight of None is 1 (nearest)."""
+    out = None
+    for combo in itertools.product(*taps):
+        index, weight, inside = combo[0].index, combo[0].weight, combo[0].inside
+        for tap in combo[1:]:
+            index = add(index, tap.index)
+            weight = weight if tap.weight is None else mul(weight, tap.weight)
+            inside = inside if tap.inside is None else logical_and(inside, tap.inside)
+        n, c = flat.shape[:2]
+        index = reshape(index, (n, 1, -1))
+        values = reshape(gather(flat, 2, broadcast_to(index, shape=(n, c, index.shape[2]))),
+                         (n, c) + out_shape)
+        if weight is not None:
+            weight = unsqueeze(weight if inside is None else where(inside, weight, 0.0), 1)
+            term = mul(values, weight)
+        else:
+            term = values if inside is None else where(unsqueeze(inside, 1), values, 0.0)
+        out = term if out is None else add(out, term)
+    return out
 
 
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
@@ -170,50 +183,21 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     # grid's last dim is (x, y[, z]): x indexes the last spatial dim
     pixels = [_unnormalize(grid[..., d - 1 - k], spatial[k], align_corners) for k in range(d)]
     flat = reshape(input, tuple(input.shape[:2]) + (-1,))
-    if mode == "bicubic":   # taps around the unpadded position, each tap padded on its own
-        taps = []
-        for p, size in zip(pixels, spatial):
-            low = floor(p)
-            weights = _cubic_taps(sub(p, low))
-            taps.append([(_pad(add(low, float(k)), size, padding_mode, align_corners), w)
-                         for k, w in zip((-1, 0, 1, 2), weights)])
-        return _weighted_taps(flat, taps, spatial, out_shape, padding_mode)
-    coords = [_pad(p, size, padding_mode, align_corners) for p, size in zip(pixels, spatial)]
-    if mode == "nearest":
-        nearest = [round_fn(c) for c in coords]
-        return _masked(_read(flat, nearest, spatial, out_shape), nearest, spatial, padding_mode)
+    strides = _strides(spatial)
     taps = []
-    for c in coords:   # weight 1 - |c - position| at floor(c) and floor(c) + 1
-        low = floor(c)
+    for p, size, stride in zip(pixels, spatial, strides):
+        if mode == "bicubic":   # taps around the unpadded position, each padded on its own
+            low = floor(p)
+            taps.append([_Tap(_pad(add(low, float(k)), size, padding_mode, align_corners), w,
+                              size, stride, padding_mode)
+                         for k, w in zip((-1, 0, 1, 2), _cubic_taps(sub(p, low)))])
+            continue
+        c = _pad(p, size, padding_mode, align_corners)
+        if mode == "nearest":
+            taps.append([_Tap(round_fn(c), None, size, stride, padding_mode)])
+            continue
+        low = floor(c)   # weight 1 - |c - position| at floor(c) and floor(c) + 1
         high = add(low, 1.0)
-        taps.append([(low, sub(high, c)), (high, sub(c, low))])
-    return _weighted_taps(flat, taps, spatial, out_shape, padding_mode)
-
-
-def _weighted_taps(flat, taps: list, spatial: tuple, out_shape: tuple, padding_mode: str):
-    """The sum over every combination of one (position, weight) tap per dim of the image there
-    times the product of the weights."""
-    out = None
-    for combo in itertools.product(*taps):
-        positions = [p for p, _ in combo]
-        weight = combo[0][1]
-        for _, w in combo[1:]:
-            weight = mul(weight, w)
-        term = mul(_read(flat, positions, spatial, out_shape),
-                   unsqueeze(_mask_weight(weight, positions, spatial, padding_mode), 1))
-        out = term if out is None else add(out, term)
-    return out
-
-
-def _mask_weight(weight, positions, spatial: tuple, padding_mode: str):
-    """With zeros padding, neighbours outside the image weigh nothing."""
-    if padding_mode != "zeros":
-        return weight
-    return where(_all_inside(positions, spatial), weight, 0.0)
-
-
-def _masked(values, positions, spatial: tuple, padding_mode: str):
-    """Nearest sampling: with zeros padding, 0 where the nearest pixel is outside the image."""
-    if padding_mode != "zeros":
-        return values
-    return where(unsqueeze(_all_inside(positions, spatial), 1), values, 0.0)
+        taps.append([_Tap(low, sub(high, c), size, stride, padding_mode),
+                     _Tap(high, sub(c, low), size, stride, padding_mode)])
+    return _weighted_taps(flat, taps, out_shape)
