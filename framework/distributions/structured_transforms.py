@@ -1,0 +1,199 @@
+"""Transforms of whole vectors and matrices: independence over batch dimensions, reshaping,
+stick-breaking onto the simplex, and maps onto Cholesky factors and positive-definite matrices
+(PyTorch's IndependentTransform, ReshapeTransform, StickBreakingTransform,
+LowerCholeskyTransform, PositiveDefiniteTransform)."""
+from __future__ import annotations
+
+import math
+
+from .. import creation, linalg, ops
+from . import constraints
+from .transform_base import Transform
+from .utils import eps_of, sum_rightmost, tiny_of
+
+
+class IndependentTransform(Transform):
+    """`base_transform` applied elementwise, with `reinterpreted_batch_ndims` more rightmost
+    dimensions counted as one event (its log-Jacobian summed over them)."""
+
+    def __init__(self, base_transform: Transform, reinterpreted_batch_ndims: int,
+                 cache_size: int = 0):
+        super().__init__(cache_size=cache_size)
+        self.base_transform = base_transform.with_cache(cache_size)
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else IndependentTransform(
+            self.base_transform, self.reinterpreted_batch_ndims, cache_size=cache_size)
+
+    @property
+    def domain(self):
+        return constraints.independent(self.base_transform.domain,
+                                       self.reinterpreted_batch_ndims)
+
+    @property
+    def codomain(self):
+        return constraints.independent(self.base_transform.codomain,
+                                       self.reinterpreted_batch_ndims)
+
+    @property
+    def bijective(self):
+        return self.base_transform.bijective
+
+    @property
+    def sign(self):
+        return self.base_transform.sign
+
+    def _call(self, x):
+        if x.ndim < self.domain.event_dim:
+            raise ValueError("Too few dimensions on input")
+        return self.base_transform(x)
+
+    def _inverse(self, y):
+        if y.ndim < self.codomain.event_dim:
+            raise ValueError("Too few dimensions on input")
+        return self.base_transform.inv(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return sum_rightmost(self.base_transform.log_abs_det_jacobian(x, y),
+                             self.reinterpreted_batch_ndims)
+
+    def forward_shape(self, shape):
+        return self.base_transform.forward_shape(shape)
+
+    def inverse_shape(self, shape):
+        return self.base_transform.inverse_shape(shape)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.base_transform!r}, {self.reinterpreted_batch_ndims})"
+
+
+class ReshapeTransform(Transform):
+    """The rightmost `in_shape` dimensions reshaped to `out_shape` (Jacobian 1)."""
+    bijective = True
+
+    def __init__(self, in_shape, out_shape, cache_size: int = 0):
+        self.in_shape, self.out_shape = tuple(in_shape), tuple(out_shape)
+        if math.prod(self.in_shape) != math.prod(self.out_shape):
+            raise ValueError("in_shape, out_shape have different numbers of elements")
+        super().__init__(cache_size=cache_size)
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else \
+            ReshapeTransform(self.in_shape, self.out_shape, cache_size=cache_size)
+
+    @property
+    def domain(self):
+        return constraints.independent(constraints.real, len(self.in_shape))
+
+    @property
+    def codomain(self):
+        return constraints.independent(constraints.real, len(self.out_shape))
+
+    def _call(self, x):
+        return x.reshape(tuple(x.shape[:x.ndim - len(self.in_shape)]) + self.out_shape)
+
+    def _inverse(self, y):
+        return y.reshape(tuple(y.shape[:y.ndim - len(self.out_shape)]) + self.in_shape)
+
+    def log_abs_det_jacobian(self, x, y):
+        return creation.zeros(*x.shape[:x.ndim - len(self.in_shape)], dtype=x.dtype,
+                              device=x.device)
+
+    def forward_shape(self, shape):
+        return _swap_tail(tuple(shape), self.in_shape, self.out_shape)
+
+    def inverse_shape(self, shape):
+        return _swap_tail(tuple(shape), self.out_shape, self.in_shape)
+
+
+def _swap_tail(shape: tuple, old: tuple, new: tuple) -> tuple:
+    if len(shape) < len(old):
+        raise ValueError("Too few dimensions on input")
+    cut = len(shape) - len(old)
+    if shape[cut:] != old:
+        raise ValueError(f"Shape mismatch: expected {shape[cut:]} but got {old}")
+    return shape[:cut] + new
+
+
+def _offsets(x, k: int):
+    """log(K + 1 - i) for i = 1..K: the shift that maps x = 0 to the simplex's centre."""
+    return (k + 1 - creation.arange(1, k + 1, dtype=x.dtype, device=x.device)).log()
+
+
+class StickBreakingTransform(Transform):
+    """R^K onto the (K+1)-simplex by stick breaking: each sigmoid takes a fraction of what is
+    left. Bijective (unlike softmax), as biject_to(simplex) needs."""
+    domain, codomain, bijective = constraints.real_vector, constraints.simplex, True
+
+    def __eq__(self, other):
+        return isinstance(other, StickBreakingTransform)
+
+    def __hash__(self):
+        return hash(StickBreakingTransform)
+
+    def _call(self, x):
+        k = x.shape[-1]
+        z = ops.sigmoid(x - _offsets(x, k))
+        z = z.clamp(min=tiny_of(x.dtype), max=1 - eps_of(x.dtype))
+        left = (1 - z).cumprod(-1)
+        ones = creation.ones(*x.shape[:-1], 1, dtype=x.dtype, device=x.device)
+        return ops.cat([z, ones], -1) * ops.cat([ones, left], -1)
+
+    def _inverse(self, y):
+        crop = y[..., :-1]
+        k = crop.shape[-1]
+        rest = (1 - crop.cumsum(-1)).clamp(min=tiny_of(y.dtype))
+        return crop.log() - rest.log() + _offsets(y, k)
+
+    def log_abs_det_jacobian(self, x, y):
+        shifted = x - _offsets(x, x.shape[-1])
+        return (-shifted + ops.logsigmoid(shifted) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """Square matrices onto lower-triangular ones with a positive diagonal: the strict lower
+    triangle kept, the diagonal exponentiated."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def __eq__(self, other):
+        return isinstance(other, LowerCholeskyTransform)
+
+    def __hash__(self):
+        return hash(LowerCholeskyTransform)
+
+    def _call(self, x):
+        return x.tril(-1) + ops.diag_embed(x.diagonal(0, -2, -1).exp())
+
+    def _inverse(self, y):
+        return y.tril(-1) + ops.diag_embed(y.diagonal(0, -2, -1).log())
+
+
+class PositiveDefiniteTransform(Transform):
+    """Square matrices onto positive-definite ones: L Lᵀ of LowerCholeskyTransform's L."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other):
+        return isinstance(other, PositiveDefiniteTransform)
+
+    def __hash__(self):
+        return hash(PositiveDefiniteTransform)
+
+    def _call(self, x):
+        factor = LowerCholeskyTransform()(x)
+        return factor @ factor.mT
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(linalg.cholesky(y))
