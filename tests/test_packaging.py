@@ -17,7 +17,8 @@ CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SOURCE_FOLDERS = sorted(set(CONFIG["tool"]["setuptools"]["package-dir"].values()))
 # every third-party module the package imports, with the distribution that provides it
 DISTRIBUTION_OF = {"numpy": "numpy", "ml_dtypes": "ml_dtypes", "threadpoolctl": "threadpoolctl",
-                   "onnx": "onnx", "mpi4py": "mpi4py", "cupy": "cupy-cuda12x",
+                   "onnx": "onnx", "onnxruntime": "onnxruntime", "mpi4py": "mpi4py",
+                   "cupy": "cupy-cuda12x",
                    "tensorboard": "tensorboard",
                    "google": "tensorboard"}   # protobuf, which tensorboard brings
 
