@@ -14,7 +14,8 @@ that ran. Each step's gradient comes from replaying the region's nodes under aut
 from __future__ import annotations
 
 from ..dtype import bool_, int64
-from ..grad_mode import enable_grad
+from ..grad_mode import enable_grad, no_grad
+from ..random import all_generators
 from ..tensor import Tensor
 from ..utils.pytree import flatten, unflatten
 from . import dispatch
@@ -467,6 +468,8 @@ def _split_step(res):
 
 
 def _scan_eager(combine_fn, init, xs_leaves, xs_tree, d: int, reverse: bool, length: int):
+    if length == 0:
+        return init, _no_ys(combine_fn, init, xs_leaves, xs_tree, d)
     slices = [unbind(v, d) for v in xs_leaves]
     carry, ys, y_tree = init, [], None
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
@@ -482,6 +485,27 @@ def _scan_eager(combine_fn, init, xs_leaves, xs_tree, d: int, reverse: bool, len
         return carry, None
     stacked = [stack([step[k] for step in ys], dim=d) for k in range(len(ys[0]))]
     return carry, unflatten(y_tree, stacked)
+
+
+def _no_ys(combine_fn, init, xs_leaves, xs_tree, d: int):
+    """The ys of a scan over no steps, as `jax.lax.scan` and a compiled scan give them: each y
+    stacked from none (length 0 at `dim`). Their structure, shapes and dtypes come from one
+    step of combine_fn on zero slices, run without gradients and with the random generators
+    put back, its results dropped (a compiled scan traces the step and never runs it)."""
+    generators = all_generators()
+    states = [g.get_state() for g in generators]
+    try:
+        with no_grad():
+            x = unflatten(xs_tree, [_zeros(TensorType(v.shape[:d] + v.shape[d + 1:], v.dtype,
+                                                      v.device)) for v in xs_leaves])
+            _, y = _split_step(combine_fn(init, x))
+    finally:
+        for g, st in zip(generators, states):
+            if st is not None:
+                g.set_state(st)
+    y_leaves, y_tree = flatten(y, "scan combine_fn's y")
+    return unflatten(y_tree, [_zeros(TensorType(t.shape[:d] + (0,) + t.shape[d:], t.dtype,
+                                                t.device)) for t in y_leaves])
 
 
 def _check_single(new, old):
