@@ -2,6 +2,7 @@
 so log_prob, entropy, KL divergences and reparameterised samples are differentiable and trace
 into compiled graphs like any other ops."""
 from . import constraints, transforms
+from .constraint_registry import biject_to, transform_to
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
 from .counts import Binomial, Geometric, Multinomial
@@ -19,17 +20,19 @@ from .relaxed import (ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBerno
 from .student_t import Chi2, StudentT
 from .transformed_distribution import HalfNormal, LogNormal, TransformedDistribution
 from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform,
-                         PowerTransform, SigmoidTransform, SoftmaxTransform, TanhTransform,
-                         Transform, identity_transform)
+                         IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
+                         PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
+                         StickBreakingTransform, TanhTransform, Transform, identity_transform)
 from .uniform import Uniform
 
 __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical",
            "Chi2", "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical",
            "ExpTransform", "Exponential", "Gamma", "Geometric", "HalfNormal", "Independent",
-           "Laplace", "LogNormal", "LogitRelaxedBernoulli", "MixtureSameFamily", "Multinomial",
-           "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson", "RelaxedBernoulli",
-           "RelaxedOneHotCategorical", "StudentT",
-           "OneHotCategoricalStraightThrough", "PowerTransform", "SigmoidTransform",
-           "SoftmaxTransform", "TanhTransform", "Transform", "TransformedDistribution",
-           "Uniform", "constraints", "identity_transform", "kl_divergence", "register_kl",
-           "transforms"]
+           "IndependentTransform", "Laplace", "LogNormal", "LogitRelaxedBernoulli",
+           "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
+           "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
+           "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli",
+           "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+           "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
+           "TransformedDistribution", "Uniform", "biject_to", "constraints", "identity_transform",
+           "kl_divergence", "register_kl", "transform_to", "transforms"]
