@@ -2,9 +2,12 @@
 
 The functions live with their op families in `dualflow.ops`; this module gathers them under
 PyTorch's names and adds the few small composites PyTorch keeps only here (normalize,
-cosine_similarity, prelu, bilinear, glu, softmin).
+cosine_similarity, prelu, bilinear, glu, softmin, the deprecated upsample* spellings of
+interpolate).
 """
 from __future__ import annotations
+
+import warnings
 
 from dualflow.ops.activation import (celu, celu_, elu, elu_, gelu, hardsigmoid, hardswish,
                                      hardtanh, hardtanh_, leaky_relu, leaky_relu_, logsigmoid,
@@ -72,6 +75,27 @@ def glu(input, dim: int = -1):
     return a * sigmoid(b)
 
 
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
+    """Deprecated in PyTorch: interpolate."""
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated in PyTorch: interpolate(mode='nearest')."""
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use "
+                  "nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated in PyTorch: interpolate(mode='bilinear', align_corners=True)."""
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use "
+                  "nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
 def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     """softmax(-input)."""
     if dtype is not None:
@@ -89,7 +113,8 @@ __all__ = [
     "linear", "bilinear", "embedding", "one_hot", "pad", "conv1d", "conv2d", "conv_transpose1d",
     "conv_transpose2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-    "batch_norm", "group_norm", "instance_norm", "layer_norm", "interpolate",
+    "batch_norm", "group_norm", "instance_norm", "layer_norm", "interpolate", "upsample",
+    "upsample_nearest", "upsample_bilinear",
     "normalize", "cosine_similarity", "dropout", "dropout1d", "dropout2d", "dropout3d",
     "scaled_dot_product_attention", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
     "pairwise_distance", "grid_sample", "affine_grid",

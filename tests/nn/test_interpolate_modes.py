@@ -47,6 +47,15 @@ def test_graph_mode_matches_eager(case):
     assert_graph_matches_eager(Calls(lambda x: F.interpolate(x, **kwargs)), rnd(*shape))
 
 
+@pytest.mark.parametrize("name,kwargs", [("upsample", dict(scale_factor=2, mode="bicubic")),
+                                         ("upsample_nearest", dict(size=(5, 3))),
+                                         ("upsample_bilinear", dict(scale_factor=1.5))])
+def test_deprecated_upsample_spellings(name, kwargs):
+    with pytest.warns(UserWarning, match="deprecated"):
+        function_parity(lambda lib, x: getattr(lib.nn.functional, name)(x, **kwargs),
+                        [rnd(1, 2, 3, 4)])
+
+
 def test_antialias_needs_bilinear_or_bicubic_on_4d():
     with pytest.raises(ValueError, match="anti-alias option is restricted"):
         F.interpolate(flow.zeros(1, 2, 6), size=3, mode="linear", antialias=True)
