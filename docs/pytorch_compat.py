@@ -282,8 +282,9 @@ def main() -> None:
     print("## Missing names\n")
     print("Everything PyTorch has in these namespaces that dualflow lacks (many `torch` "
           "functions are kernels PyTorch exposes for its own use). Also missing as whole "
-          "features: complex dtypes, sparse and quantized tensors, `torch.jit`, `torch.fx`, "
-          "MPS/XPU devices.\n")
+          "features: complex dtypes, sparse layouts other than COO (`flow.sparse` has COO "
+          "tensors and `sparse.mm`), quantized tensors, `torch.jit`, `torch.fx`, MPS/XPU "
+          "devices.\n")
     for title, names, have in rows:
         missing = sorted(set(names) - set(have))
         print(f"**{title}** ({len(missing)}): " + (", ".join(f"`{n}`" for n in missing)
