@@ -7,6 +7,7 @@ import os
 import onnx
 from onnx import version_converter
 
+from .graphs import all_nodes
 from .module import OnnxModule, _default_opset
 from .registry import CONVERTERS
 from .values import OnnxImportError, supported_type
@@ -26,13 +27,14 @@ def load(f, trainable: bool = True) -> OnnxModule:
         onnx.checker.check_model(model)
     except Exception as exc:   # noqa: BLE001 - the checker's errors vary by version
         raise OnnxImportError(f"onnx.load: the model is not valid ONNX: {exc}") from exc
-    if _default_opset(model) < MIN_OPSET:
+    missing = unsupported_nodes(model)
+    if not missing and _default_opset(model) < MIN_OPSET:
         try:
             model = version_converter.convert_version(model, MIN_OPSET)
         except Exception as exc:   # noqa: BLE001
             raise OnnxImportError(f"onnx.load: opset {_default_opset(model)} could not be "
                                   f"converted to {MIN_OPSET}: {exc}") from exc
-    missing = unsupported_nodes(model)
+        missing = unsupported_nodes(model)
     if missing:
         raise OnnxImportError("onnx.load: the model uses ops dualflow cannot import:\n  " +
                               "\n  ".join(missing))
@@ -46,9 +48,10 @@ def unsupported_nodes(model) -> list:
     opset = _default_opset(model)
     graph = model.graph
     found = [f"{n.op_type} (node '{n.name}', domain '{n.domain or 'ai.onnx'}', opset {opset})"
-             for n in graph.node
+             for n in all_nodes(graph)
              if n.domain not in ("", "ai.onnx") or n.op_type not in CONVERTERS or
-             (n.op_type == "Cast" and not _cast_supported(n))]
+             (n.op_type == "Cast" and not _cast_supported(n)) or
+             (n.op_type == "Scan" and opset < 9)]   # Scan-8: batched, with sequence_lens
     for kind, values in (("input", graph.input), ("output", graph.output)):
         for v in values:
             t = v.type.tensor_type.elem_type

@@ -7,35 +7,22 @@ node's converter, so every imported op is a dualflow op: eager autograd differen
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 import dualflow as flow
 from dualflow import nn
 
-from . import elementwise, nn_ops, reduce_ops, shape_ops  # noqa: F401  (register converters)
+from . import control_flow, elementwise, nn_ops, reduce_ops, shape_ops  # noqa: F401  (converters)
+from .graphs import all_nodes, parse_nodes, run_nodes
 from .names import key_of
-from .registry import CONVERTERS, NodeView
-from .values import OnnxImportError, is_static, tensor
-
-
-def _attrs(node, where: str) -> dict:
-    out = {}
-    for a in node.attribute:
-        if a.type in (helper.AttributeProto.GRAPH, helper.AttributeProto.GRAPHS):
-            raise OnnxImportError(f"{where}: sub-graph attribute '{a.name}' is not supported")
-        value = helper.get_attribute_value(a)
-        if a.type == helper.AttributeProto.TENSOR:
-            value = numpy_helper.to_array(value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        out[a.name] = value
-    return out
+from .registry import CONVERTERS
+from .values import is_static, tensor
 
 
 def _uses(graph) -> dict:
     """initializer name -> set of 'static' / 'buffer' / 'data': how the nodes read it."""
     uses: dict = {}
-    for node in graph.node:
+    for node in all_nodes(graph):
         conv = CONVERTERS.get(node.op_type)
         for i, name in enumerate(node.input):
             kind = "static" if conv and i in conv.static else \
@@ -83,9 +70,7 @@ class OnnxModule(nn.Module):
         self.dynamic_axes = {i.name: {d: dim.dim_param for d, dim in
                                       enumerate(i.type.tensor_type.shape.dim) if dim.dim_param}
                              for i in graph.input if i.name not in inits}
-        self._nodes = [NodeView(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input),
-                                list(n.output), _attrs(n, f"{n.op_type} node '{n.name}'"),
-                                self.opset) for k, n in enumerate(graph.node)]
+        self._nodes = parse_nodes(graph.node, self.opset)
 
     def _owner(self, key: str):
         """(module holding the tensor at `key`, its leaf name), making containers on the way."""
@@ -135,18 +120,7 @@ class OnnxModule(nn.Module):
         for name, key in self._state:
             owner, leaf = self._owner(key)
             env[name] = getattr(owner, leaf)
-        for node in self._nodes:
-            conv = CONVERTERS[node.op_type]
-            args = [None if not name else
-                    self._static[name] if i in conv.static and name in self._static else
-                    env[name] if name in env else self._static[name]
-                    for i, name in enumerate(node.inputs)]
-            node.module = self
-            out = conv.fn(node, *args)
-            outs = out if isinstance(out, tuple) else (out,)
-            for name, value in zip(node.outputs, outs):
-                if name:   # NumPy scalars (a Gather of one size) stay arrays
-                    env[name] = np.asarray(value) if isinstance(value, np.generic) else value
+        run_nodes(self._nodes, env, self._static, self)
         results = [tensor(env[n]) if is_static(env[n]) else env[n] for n in self.output_names]
         return results[0] if len(results) == 1 else tuple(results)
 

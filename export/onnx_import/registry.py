@@ -49,6 +49,7 @@ class NodeView:
     attrs: dict = field(default_factory=dict)
     opset: int = 17
     module: object = None   # the OnnxModule running it (its train/eval flag)
+    scope: object = None    # the values visible to its sub-graphs when it runs
 
     def attr(self, key: str, default=None):
         return self.attrs.get(key, default)

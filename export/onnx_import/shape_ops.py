@@ -245,9 +245,9 @@ def _tile(node, x, repeats):
 
 @converts("Range", static=(0, 1, 2))
 def _range(node, start, limit, delta):
-    s, l_, d = (static(v, node, n) for v, n in ((start, "start"), (limit, "limit"),
-                                                 (delta, "delta")))
-    return np.arange(s, l_, d, dtype=np.asarray(s).dtype)
+    s, l_, d = (np.asarray(static(v, node, n)).reshape(()) for v, n in
+                ((start, "start"), (limit, "limit"), (delta, "delta")))
+    return np.arange(s.item(), l_.item(), d.item(), dtype=s.dtype)
 
 
 @converts("Pad", static=(1, 2, 3))

@@ -228,3 +228,54 @@ def test_a_dynamic_batch_axis_runs_at_every_size_in_every_mode():
                 global_mode = module(xf).numpy()
         for got in (compiled, global_mode):
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-13)
+
+
+def test_control_flow_imports_as_cond_scan_and_loops():
+    """If with a data condition becomes flow.cond (both branches compiled); Scan becomes
+    flow.scan; a counted Loop runs its body per step. Checked in eager and GRAPH mode against
+    NumPy."""
+    def graph_of(nodes, inputs, outputs, name):
+        return helper.make_graph(nodes, name, inputs, outputs)
+
+    f32 = TensorProto.FLOAT
+    then_g = graph_of([helper.make_node("Mul", ["x", "x"], ["t"])], [],
+                      [helper.make_tensor_value_info("t", f32, [3])], "then")
+    else_g = graph_of([helper.make_node("Neg", ["x"], ["e"])], [],
+                      [helper.make_tensor_value_info("e", f32, [3])], "else")
+    body = graph_of([helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+                     helper.make_node("Identity", ["s_out"], ["y_t"])],
+                    [helper.make_tensor_value_info("s_in", f32, [3]),
+                     helper.make_tensor_value_info("x_t", f32, [3])],
+                    [helper.make_tensor_value_info("s_out", f32, [3]),
+                     helper.make_tensor_value_info("y_t", f32, [3])], "body")
+    loop_body = graph_of([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                          helper.make_node("Mul", ["v_in", "two"], ["v_out"])],
+                         [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                          helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                          helper.make_tensor_value_info("v_in", f32, [3])],
+                         [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                          helper.make_tensor_value_info("v_out", f32, [3])], "loop_body")
+    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["positive"]),
+             helper.make_node("If", ["positive"], ["chosen"], then_branch=then_g,
+                              else_branch=else_g),
+             helper.make_node("Scan", ["init", "seq"], ["final", "partial"], body=body,
+                              num_scan_inputs=1),
+             helper.make_node("Loop", ["three", "", "x"], ["doubled"], body=loop_body)]
+    init = [helper.make_tensor("zero", f32, [], [0.0]), helper.make_tensor("two", f32, [], [2.0]),
+            helper.make_tensor("three", TensorProto.INT64, [], [3]),
+            helper.make_tensor("init", f32, [3], [0.0, 0.0, 0.0])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", f32, [3]),
+                     helper.make_tensor_value_info("seq", f32, [4, 3])],
+        [helper.make_tensor_value_info(n, f32, shape) for n, shape in
+         (("chosen", [3]), ("final", [3]), ("partial", [4, 3]), ("doubled", [3]))], init)
+    module = load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    seq = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for x in (np.array([1.0, 2.0, -0.5], np.float32), np.array([-1.0, 0.5, -2.0], np.float32)):
+        expected = (x * x if x.sum() > 0 else -x, seq.sum(0), np.cumsum(seq, 0), x * 8)
+        for mode in (flow.EAGER, flow.GRAPH):
+            with flow.mode(mode), flow.no_grad():
+                got = module(flow.from_numpy(x), flow.from_numpy(seq))
+            for g, e in zip(got, expected):
+                np.testing.assert_allclose(g.numpy(), e, rtol=1e-6)
