@@ -61,6 +61,12 @@ def trace_model(model, args: tuple, axes: dict | None = None):
             it = iter(trace.inputs(leaves))
             out = fn(*map_tensors(args, lambda t: next(it)))
             leaves, tree = flatten(out, f"{name} output")
+            constant = next(_constants(out, ""), None)
+            if constant is not None:
+                path, value = constant
+                raise ExportError(f"{name} output{path} is a {type(value).__name__} "
+                                  f"({value!r:.40}), not a tensor: an ONNX model's outputs are "
+                                  "tensors; return it outside the exported model")
             trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves]
     finally:   # attributes the forward assigned (a cached mask) go back: nothing traced is left
         snapshot.restore_attributes()
@@ -73,6 +79,19 @@ def trace_model(model, args: tuple, axes: dict | None = None):
         raise ExportError(f"the traced forward of {name} writes to {written} in place; an ONNX "
                           "model has no state to update (is a layer still in training mode?)")
     return trace.graph, tree
+
+
+def _constants(out, path: str):
+    """(path, value) of each number or string in a result (tensors' pytrees keep them in their
+    tree, so a graph's call can return them; an ONNX model cannot)."""
+    if isinstance(out, (bool, int, float, complex, str)):
+        yield path, out
+    elif isinstance(out, (tuple, list)):
+        for i, x in enumerate(out):
+            yield from _constants(x, f"{path}[{i}]")
+    elif isinstance(out, dict):
+        for k, x in out.items():
+            yield from _constants(x, f"{path}[{k!r}]")
 
 
 def _symbols(axes: dict, leaves: list) -> dict:
