@@ -8,7 +8,7 @@ from ..grad_mode import no_grad
 from ..size import Size
 from ..tensor import Tensor
 from . import constraints
-from .utils import all_true, concrete, lazy_property
+from .utils import all_true, as_shape, concrete, lazy_property
 
 
 class Distribution:
@@ -30,8 +30,8 @@ class Distribution:
         Distribution._validate_args = value
 
     def __init__(self, batch_shape=Size(), event_shape=Size(), validate_args: bool | None = None):
-        self._batch_shape = Size(batch_shape)
-        self._event_shape = Size(event_shape)
+        self._batch_shape = as_shape(batch_shape)
+        self._event_shape = as_shape(event_shape)
         if validate_args is not None:
             self._validate_args = validate_args
         if self._validate_args:
@@ -128,9 +128,7 @@ class Distribution:
         return self.entropy().exp()
 
     def _extended_shape(self, sample_shape=Size()) -> Size:
-        if not isinstance(sample_shape, Size):
-            sample_shape = Size(sample_shape)
-        return Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
+        return as_shape(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
 
     def _validate_sample(self, value) -> None:
         """PyTorch's checks of a log_prob/cdf argument: a Tensor, event shape on the right,
@@ -140,8 +138,9 @@ class Distribution:
         event_dim_start = value.ndim - len(self._event_shape)
         if tuple(value.shape[event_dim_start:]) != tuple(self._event_shape):
             raise ValueError(f"The right-most size of value must match event_shape: "
-                             f"{Size(value.shape)} vs {self._event_shape}.")
-        actual, expected = Size(value.shape), Size(self._batch_shape + self._event_shape)
+                             f"{as_shape(value.shape)} vs {self._event_shape}.")
+        actual = as_shape(value.shape)
+        expected = as_shape(tuple(self._batch_shape) + tuple(self._event_shape))
         for i, j in zip(reversed(actual), reversed(expected)):
             if i != 1 and j != 1 and i != j:
                 raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: "
@@ -162,7 +161,7 @@ class Distribution:
         """`expand`'s common part: a new instance whose parameters `names` (those present) are
         broadcast views to `batch_shape` plus each one's own trailing dimensions."""
         new = self._get_checked_instance(cls, _instance)
-        batch_shape = Size(batch_shape)
+        batch_shape = as_shape(batch_shape)
         old = len(self._batch_shape)
         for name in names:
             if name in self.__dict__:

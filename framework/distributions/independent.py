@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..size import Size
 from . import constraints
 from .distribution import Distribution
-from .utils import sum_rightmost
+from .utils import as_shape, sum_rightmost
 
 
 class Independent(Distribution):
@@ -29,7 +29,7 @@ class Independent(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Independent, _instance)
-        batch_shape = Size(batch_shape)
+        batch_shape = as_shape(batch_shape)
         kept = tuple(self._event_shape[:self.reinterpreted_batch_ndims])
         new.base_dist = self.base_dist.expand(tuple(batch_shape) + kept)
         new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .. import creation, ops
+from .. import creation
 from ..size import Size
 from . import constraints
 from .bernoulli import Bernoulli
@@ -31,7 +31,7 @@ class LogitRelaxedBernoulli(Distribution):
         new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
         new._bernoulli = self._bernoulli.expand(batch_shape)
         new.temperature = self.temperature
-        Distribution.__init__(new, Size(batch_shape), validate_args=False)
+        Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
 
@@ -110,7 +110,7 @@ class ExpRelaxedCategorical(Distribution):
         new = self._get_checked_instance(ExpRelaxedCategorical, _instance)
         new._categorical = self._categorical.expand(batch_shape)
         new.temperature = self.temperature
-        Distribution.__init__(new, Size(batch_shape), self._event_shape, validate_args=False)
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import weakref
 
 from .. import creation
+from ..tensor import Tensor
 from . import constraints
 from .utils import sum_rightmost
 

@@ -12,7 +12,7 @@ from .distribution import Distribution
 from .independent import Independent
 from .normal import Normal
 from .transforms import AbsTransform, ComposeTransform, ExpTransform, Transform
-from .utils import sum_rightmost
+from .utils import as_shape, sum_rightmost
 
 
 class TransformedDistribution(Distribution):
@@ -52,7 +52,7 @@ class TransformedDistribution(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(TransformedDistribution, _instance)
-        batch_shape = Size(batch_shape)
+        batch_shape = as_shape(batch_shape)
         shape = tuple(batch_shape) + tuple(self._event_shape)
         for t in reversed(self.transforms):
             shape = t.inverse_shape(shape)

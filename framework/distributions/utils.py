@@ -11,6 +11,8 @@ from .. import creation
 from .. import dtype as dt
 from ..grad_mode import enable_grad
 from ..ops import EXPORTS as _ops
+from ..ops import rules
+from ..size import Size
 from ..tensor import Tensor
 
 _sigmoid, _softmax, _log, _log1p = _ops["sigmoid"], _ops["softmax"], _ops["log"], _ops["log1p"]
@@ -32,13 +34,17 @@ def broadcast_all(*values) -> tuple:
     return tuple(t if tuple(t.shape) == shape else _broadcast_to(t, shape) for t in tensors)
 
 
+def as_shape(sizes) -> tuple:
+    """`sizes` as a Size (PyTorch's torch.Size), or as a plain tuple while a size is symbolic
+    (a dynamic axis being exported), which a Size cannot hold."""
+    sizes = tuple(sizes)
+    return sizes if any(getattr(s, "is_symbolic", False) for s in sizes) else Size(sizes)
+
+
 def broadcast_shape(*shapes) -> tuple:
-    """The broadcast of `shapes`; ValueError naming them when they do not broadcast."""
-    try:
-        return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
-    except ValueError:
-        raise ValueError(f"shapes {[tuple(s) for s in shapes]} cannot be broadcast "
-                         "together") from None
+    """The broadcast of `shapes` (sizes may be symbolic in a dynamic-shape trace); a ValueError
+    naming them when they do not broadcast."""
+    return rules.broadcast_shapes(*(tuple(s) for s in shapes), op="distributions")
 
 
 def eps_of(dtype) -> float:
