@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..creation import zeros_like
 from ..ops.compare import maximum
 from ..tensor import Tensor
+from . import adam_arrays
 from .optimizer import (Optimizer, apply_weight_decay, check_betas, check_kernel_choices,
                         check_non_negative, lr_like, step_counter)
 
@@ -25,12 +26,11 @@ class Adam(Optimizer):
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay))
+        self._bias_corrections = adam_arrays.BiasCorrections()
 
     def _update(self, p, grad, state, group):
         if not state:
-            init_moments(p, state)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = zeros_like(p)
+            self._init_state(p, state, group)
         lr, (beta1, beta2) = group["lr"], group["betas"]
         step = state["step"].add_(1)
         grad = apply_weight_decay(grad, p, group)
@@ -40,6 +40,22 @@ class Adam(Optimizer):
         step_size = lr_like(lr, step) / (1 - beta1 ** step)
         denom = exp_avg_sq.sqrt() / (1 - beta2 ** step).sqrt() + group["eps"]
         p.sub_(exp_avg / denom * step_size)
+
+    def _update_arrays(self, p, state, group) -> bool:
+        """`_update` on NumPy arrays (adam_arrays.py): the same kernels in the same order, no
+        dispatch, the bias corrections shared by the parameters at one step count."""
+        if not adam_arrays.applies(p, state, group):
+            return False
+        if not state:
+            self._init_state(p, state, group)
+        adam_arrays.update(p, state, group, self._bias_corrections)
+        return True
+
+    @staticmethod
+    def _init_state(p, state: dict, group: dict) -> None:
+        init_moments(p, state)
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = zeros_like(p)
 
 
 def init_moments(p: Tensor, state: dict) -> None:
