@@ -22,7 +22,7 @@ def test_get_num_threads_reads_the_blas():
     assert flow.get_num_threads() == max(_blas_counts(), default=1)
 
 
-@pytest.mark.parametrize("count", [1, 2, 3])
+@pytest.mark.parametrize("count", [1, 2])
 def test_set_num_threads_limits_every_blas_and_results_are_unchanged(count, restore_threads):
     a = np.random.default_rng(0).standard_normal((64, 64))
     flow.set_num_threads(count)
