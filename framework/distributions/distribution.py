@@ -180,7 +180,8 @@ class Distribution:
 
     def __repr__(self) -> str:
         names = [k for k in self.arg_constraints if k in self.__dict__]
-        return f"{type(self).__name__}({', '.join(f'{p}: {_brief(self.__dict__[p])}' for p in names)})"
+        args = ", ".join(f"{p}: {_brief(self.__dict__[p])}" for p in names)
+        return f"{type(self).__name__}({args})"
 
 
 def _brief(value: Tensor):

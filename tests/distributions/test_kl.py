@@ -86,7 +86,8 @@ def test_closed_forms_match_monte_carlo(name):
     make = {"normal": lambda: (D.Normal(0.3, 1.2), D.Normal(-0.5, 0.8)),
             "gamma": lambda: (D.Gamma(2.0, 1.5), D.Gamma(3.0, 0.7)),
             "beta": lambda: (D.Beta(2.0, 3.0), D.Beta(1.5, 1.2)),
-            "mvn": lambda: (D.MultivariateNormal(flow.zeros(2), flow.tensor([[1.0, 0.3], [0.3, 2.0]])),
+            "mvn": lambda: (D.MultivariateNormal(flow.zeros(2),
+                                                 flow.tensor([[1.0, 0.3], [0.3, 2.0]])),
                             D.MultivariateNormal(flow.ones(2), flow.eye(2) * 1.5))}[name]
     p, q = make()
     x = p.sample((40_000,))

@@ -25,11 +25,14 @@ class Scores(nn.Module):
         normal = D.Normal(mu, flow.ones_like(mu) * 0.5)
         prior = D.Normal(flow.zeros_like(mu), flow.ones_like(mu))
         mvn = D.MultivariateNormal(mu, scale_tril=flow.eye(2, dtype=flow.float64) * 0.7)
-        mvn_prior = D.MultivariateNormal(flow.zeros_like(mu), covariance_matrix=flow.eye(2, dtype=flow.float64))
+        eye = flow.eye(2, dtype=flow.float64)
+        mvn_prior = D.MultivariateNormal(flow.zeros_like(mu), covariance_matrix=eye)
         squashed = D.TransformedDistribution(normal, [D.TanhTransform()])
-        terms = [cat.log_prob(actions), cat.entropy(), onehot.log_prob(flow.one_hot(actions, 3).double()),
+        terms = [cat.log_prob(actions), cat.entropy(),
+                 onehot.log_prob(flow.one_hot(actions, 3).double()),
                  D.kl_divergence(normal, prior).sum(-1),
-                 D.Independent(normal, 1).log_prob(z), mvn.log_prob(z), D.kl_divergence(mvn, mvn_prior),
+                 D.Independent(normal, 1).log_prob(z), mvn.log_prob(z),
+                 D.kl_divergence(mvn, mvn_prior),
                  squashed.log_prob(z.tanh() * 0.9).sum(-1),
                  D.Gamma(mu.exp(), 2.0).log_prob(z.abs() + 0.1).sum(-1),
                  D.Beta(mu.exp(), 1.5).entropy().sum(-1),
@@ -39,9 +42,11 @@ class Scores(nn.Module):
                  D.Binomial(4, logits=mu).log_prob((z > 0).double() * 3).sum(-1),
                  D.Geometric(logits=mu).log_prob((z > 0).double()).sum(-1),
                  D.Poisson(mu.exp()).log_prob((z > 0).double() * 2).sum(-1),
-                 D.Dirichlet(logits.exp()).log_prob(flow.softmax(z.sum(-1, keepdim=True) * logits, -1)),
+                 D.Dirichlet(logits.exp()).log_prob(
+                     flow.softmax(z.sum(-1, keepdim=True) * logits, -1)),
                  D.StudentT(mu.exp() + 1, mu, 2.0).log_prob(z).sum(-1),
-                 D.Laplace(mu, 0.5).entropy().sum(-1) + D.Exponential(mu.exp()).log_prob(z.abs()).sum(-1),
+                 D.Laplace(mu, 0.5).entropy().sum(-1),
+                 D.Exponential(mu.exp()).log_prob(z.abs()).sum(-1),
                  D.RelaxedOneHotCategorical(flow.tensor(0.5, dtype=flow.float64), logits=logits)
                  .log_prob(flow.softmax(logits * 2, -1))]
         total = terms[0]

@@ -116,7 +116,8 @@ def test_expand_matches_pytorch(case):
 
 def test_repr_names_parameters_as_pytorch():
     loc, scale = flow.zeros(3), flow.ones(3)
-    assert repr(D.Normal(loc, scale)) == "Normal(loc: dualflow.Size([3]), scale: dualflow.Size([3]))"
+    assert repr(D.Normal(loc, scale)) == \
+        "Normal(loc: dualflow.Size([3]), scale: dualflow.Size([3]))"
     assert repr(D.Normal(0.0, 1.0)) == "Normal(loc: 0.0, scale: 1.0)"
     assert repr(D.Independent(D.Normal(loc, scale), 1)).startswith("Independent(Normal(")
     assert repr(D.constraints.interval(0, 1)) == repr(TD.constraints.interval(0, 1))
@@ -130,7 +131,8 @@ def test_categorical_nan_moments_and_mode_ties():
     assert np.isnan(ours.mean.numpy()).all() and tuple(ours.mean.shape) == (2,)
     np.testing.assert_array_equal(ours.mode.numpy(), theirs.mode.numpy())
     bern = D.Bernoulli(flow.tensor([0.5, 0.7, 0.1]))
-    np.testing.assert_array_equal(bern.mode.numpy(), TD.Bernoulli(torch.tensor([0.5, 0.7, 0.1])).mode)
+    np.testing.assert_array_equal(bern.mode.numpy(),
+                                  TD.Bernoulli(torch.tensor([0.5, 0.7, 0.1])).mode)
 
 
 def test_gamma_cdf_and_its_gradients():

@@ -57,7 +57,8 @@ def _policy_class(lib, nn_lib, D):
 
 
 def _copy_weights(ours, theirs):
-    ours.load_state_dict({k: flow.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    ours.load_state_dict({k: flow.tensor(v.detach().numpy())
+                          for k, v in theirs.state_dict().items()})
 
 
 def _data(step):
@@ -135,7 +136,8 @@ def test_reinforce_trains_like_pytorch(front):
         flow.manual_seed(k)
         got, actions = step(flow.tensor(states), flow.tensor(returns))
         acts = actions.numpy()
-        assert acts.shape == (BATCH,) and acts.dtype == np.int64 and ((acts >= 0) & (acts < 4)).all()
+        assert acts.shape == (BATCH,) and acts.dtype == np.int64
+        assert ((acts >= 0) & (acts < 4)).all()
         seen.update(acts.tolist())
         opt_t.zero_grad()
         want, _ = theirs(torch.tensor(states), torch.tensor(returns), torch.tensor(acts))

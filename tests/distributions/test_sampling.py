@@ -189,8 +189,8 @@ def test_normal_rsample_is_loc_plus_scale_times_eps():
     x = D.Normal(loc, scale).rsample((3,))
     flow.manual_seed(7)
     eps = flow.randn(3, 2, dtype=flow.float64).numpy()
-    np.testing.assert_allclose(x.detach().numpy(), loc.detach().numpy() + scale.detach().numpy() * eps,
-                               rtol=1e-15)
+    want = loc.detach().numpy() + scale.detach().numpy() * eps
+    np.testing.assert_allclose(x.detach().numpy(), want, rtol=1e-15)
     (x ** 2).sum().backward()
     np.testing.assert_allclose(loc.grad.numpy(), (2 * x.detach().numpy()).sum(0), rtol=1e-14)
     np.testing.assert_allclose(scale.grad.numpy(), (2 * x.detach().numpy() * eps).sum(0),

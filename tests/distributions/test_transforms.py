@@ -60,7 +60,8 @@ def test_transform_matches_pytorch(name, make, x):
 def test_round_trips_and_signs():
     x = flow.tensor(real(10))
     for t in (D.ExpTransform(), D.TanhTransform(), D.AffineTransform(2.0, -3.0),
-              D.SigmoidTransform(), D.ComposeTransform([D.ExpTransform(), D.AffineTransform(0.0, 2.0)])):
+              D.SigmoidTransform(),
+              D.ComposeTransform([D.ExpTransform(), D.AffineTransform(0.0, 2.0)])):
         np.testing.assert_allclose(t.inv(t(x)).numpy(), x.numpy(), rtol=1e-5, atol=1e-6)
         assert t.inv.inv is t
     assert D.AffineTransform(0.0, -3.0).sign == -1

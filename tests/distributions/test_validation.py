@@ -54,7 +54,8 @@ def test_bad_parameters_raise_as_pytorch(name, make):
 
 
 BAD_VALUES = [
-    ("Normal_shape", lambda d, t: d.Normal(t([0.0, 1.0]), t([1.0, 1.0])), lambda t: t([1.0, 2.0, 3.0])),
+    ("Normal_shape", lambda d, t: d.Normal(t([0.0, 1.0]), t([1.0, 1.0])),
+     lambda t: t([1.0, 2.0, 3.0])),
     ("Bernoulli_support", lambda d, t: d.Bernoulli(t([0.3])), lambda t: t([0.5])),
     ("Uniform_support", lambda d, t: d.Uniform(t([0.0]), t([1.0])), lambda t: t([1.5])),
     ("Categorical_support", lambda d, t: d.Categorical(t([0.3, 0.7])), lambda t: t(2)),
