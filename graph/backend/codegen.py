@@ -17,8 +17,6 @@ step's peak-memory measurement does not see.
 """
 from __future__ import annotations
 
-import itertools
-import linecache
 import math
 import time
 from typing import Callable
@@ -26,10 +24,9 @@ from typing import Callable
 import numpy as np
 
 from ..ir.core import Graph
-from . import emit, source_text
+from . import emit, generated_code, source_text
 from .memory import MemoryPlan, last_uses, nbytes
 
-_counter = itertools.count()
 PERSISTENT_SLOT_BYTES = 64 * 1024   # slots up to this size are kept between calls
 
 
@@ -124,10 +121,8 @@ of parameter tensors, read on every call. `on_node` gives the profiler's variant
         lines.append("    _free_sets.append(B)")
     lines.append(f"    return [{', '.join(names[v.id] for v in graph.outputs)}]")
     source = "\n".join(lines) + "\n"
-    filename = f"<dualflow-graph-{next(_counter)}:{source_text.tag(graph.name)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), env)  # noqa: S102 - our own generated code
-    return source, env["run"], line_nodes, filename
+    fn, filename = generated_code.define(source, "graph", graph.name, env, "run")
+    return source, fn, line_nodes, filename
 
 
 def _value_name(v) -> str:

@@ -10,15 +10,13 @@ place when the ufunc allows it, so a chain of n ops allocates one or two arrays 
 """
 from __future__ import annotations
 
-import itertools
-import linecache
 import re
 
 from dualflow.ops.constants import zeros_view
 
 from ..ir import fused
 from ..ir.fused import BODY_COMPILERS, can_write_out, special_lines, template_for
-from . import source_text
+from . import generated_code, source_text
 
 
 def fill_template(template: str, args: list, dest: str | None, zero: str) -> str:
@@ -27,10 +25,6 @@ def fill_template(template: str, args: list, dest: str | None, zero: str) -> str
     if dest is None:
         template = template.replace(", out={o}", "")
     return template.format(*args, o=dest, zero=zero)
-
-
-# op name -> statement generator, derived from the OpDefs (for graph/passes/fuse_elementwise.py)
-_counter = itertools.count()
 
 
 def kernel_call(kname: str, args: list, attrs: dict, env: dict, prefix: str, out: str | None):
@@ -183,10 +177,7 @@ class _BodyCompiler:
         for j, s in enumerate(self.steps):
             self._step(j, s)
         source = "\n".join(self._function(root_t)) + "\n"
-        filename = f"<dualflow-fused-{next(_counter)}:{source_text.tag(self.body.name)}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec"), self.env)  # noqa: S102 - our generated code
-        fn = self.env["fused"]
+        fn = generated_code.define(source, "fused", self.body.name, self.env, "fused")[0]
         fn.source = source
         fn.scratch = tuple(self.scratch_types)
         return fn

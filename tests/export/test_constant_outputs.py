@@ -1,9 +1,8 @@
 """A model whose result holds a string or a number is refused by to_onnx, naming the output:
 an ONNX model's outputs are tensors (exporting it wrote an empty model onnxruntime could not
 load, once results could carry constants beside tensors for compiled calls)."""
-import pytest
-
 import dualflow as flow
+import pytest
 from dualflow import nn
 from dualflow.export import ExportError
 
