@@ -23,14 +23,6 @@ def gamma(n: int, dtype) -> float:
     return nu / (1 - nu)
 
 
-def product_bound(a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray:
-    """Elementwise bound on |fl(a @ b) - a @ b| for a product computed in `dtype` by any BLAS
-    (the inputs as given, broadcast as matmul does)."""
-    a, b = np.abs(np.asarray(a, np.float64)), np.abs(np.asarray(b, np.float64))
-    n = a.shape[-1] if a.ndim else 1
-    return gamma(max(n, 1), dtype) * np.matmul(a, b)
-
-
 def assert_within(got, want, bound, what: str = "") -> None:
     """|got - want| <= bound everywhere (bound broadcast), with the worst element reported."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
