@@ -177,6 +177,5 @@ def tensors(lib, arrays: dict, requires_grad: bool) -> dict:
 
 
 def value_of(lib, array: np.ndarray):
-    if array.dtype.kind == "i":
-        return lib.tensor(array)
-    return lib.tensor(array, dtype=lib.float64)
+    """The array as a tensor of `lib` of the same dtype."""
+    return lib.tensor(array)

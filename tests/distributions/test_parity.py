@@ -152,3 +152,29 @@ def test_gamma_cdf_and_its_gradients():
     h = 1e-6 * c
     fd = (special.gammainc(c + h, rate * x) - special.gammainc(c - h, rate * x)) / (2 * h)
     np.testing.assert_allclose(ours[0].grad.numpy(), fd, rtol=1e-6)   # central differences: ~h^2
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_float32_parameters_give_float32_results_as_pytorch(case):
+    """Single precision throughout: the same dtypes as PyTorch, values within float32 rounding
+    (eps 1.2e-7 times terms up to ~1e2, e.g. lgamma sums, that cancel: 1e-4)."""
+    ours_p = {k: flow.tensor(v.astype(np.float32)) for k, v in case.params.items()}
+    theirs_p = {k: torch.tensor(v.astype(np.float32)) for k, v in case.params.items()}
+    ours_x = {k: flow.tensor(v.astype(np.float32)) for k, v in case.extra.items()}
+    theirs_x = {k: torch.tensor(v.astype(np.float32)) for k, v in case.extra.items()}
+    ours, theirs = case.build(D, **ours_p, **ours_x), case.build(TD, **theirs_p, **theirs_x)
+    single = Case32(case)
+    for method in _methods(case):
+        got = _evaluate(ours, flow, single, method)
+        want = _evaluate(theirs, torch, single, method).detach()
+        assert got.dtype.name == str(want.dtype).replace("torch.", ""), method
+        np.testing.assert_allclose(got.numpy().astype(np.float64), want.numpy(), rtol=1e-4,
+                                   atol=1e-4, err_msg=f"{case.label}.{method}")
+
+
+class Case32:
+    """A case's value and quantiles in float32 (integer values stay integers)."""
+
+    def __init__(self, case):
+        self.value = case.value if case.value.dtype.kind == "i" else case.value.astype(np.float32)
+        self.quantiles = None if case.quantiles is None else case.quantiles.astype(np.float32)
