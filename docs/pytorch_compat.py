@@ -231,12 +231,11 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
   (PyTorch's is sparse for `sparse.mm` only, dense for the others). `coalesce()` and
   `to_sparse()` read values, so they run eagerly; compiled calls take a sparse argument as its
   indices and values. SciPy is no dependency: the product is a gather and a segment sum.
-* **`F.grid_sample`** (bilinear, nearest, bicubic) is a composite of gathers, so it exports
-  as GatherElements, Mul and Add, not as ONNX's `GridSample`, and the grid of a nearest
-  sampling gets no gradient (None; PyTorch's is zeros). At a grid point exactly on a pixel
-  centre the bilinear gradient w.r.t. the grid is one-sided, and which side depends on the
-  grid's last bit (`affine_grid`'s base grid is NumPy's linspace, which rounds differently
-  from PyTorch's in some places).
+* **`F.grid_sample`** (bilinear, nearest, bicubic; 3-d without bicubic, as PyTorch) exports as
+  ONNX `GridSample` (opset 16; 3-d from opset 20). Its backward differentiates again (PyTorch's
+  has no double backward). At a grid point exactly on a pixel centre the bilinear gradient
+  w.r.t. the grid is one-sided, and which side depends on the grid's last bit (`affine_grid`'s
+  base grid is NumPy's linspace, which rounds differently from PyTorch's in some places).
 * **`F.interpolate(antialias=True)`** exports as opset 18's `Resize(antialias=1,
   exclude_outside=1)`, except with `align_corners=True`, which ONNX places differently and the
   exporter refuses.

@@ -35,13 +35,22 @@ MODELS = {  # name: (model, input shapes (one per size), ONNX op it must contain
     "unfold": (lambda: nn.Unfold((2, 3), padding=1, stride=(2, 1)), [(1, 3, 5, 7), (2, 3, 4, 4)],
                "Conv", 13),
     "fold": (lambda: nn.Fold((4, 5), 2), [(1, 8, 12), (2, 4, 12)], "Col2Im", 18),
-    "grid_sample_stn": (lambda: Calls(_stn), [(2, 6, 5, 7), (1, 6, 4, 4)], "GatherElements", 13),
+    "grid_sample_stn": (lambda: Calls(_stn), [(2, 6, 5, 7), (1, 6, 4, 4)], "GridSample", 16),
     "grid_sample_reflection": (lambda: Calls(lambda x: F.grid_sample(
         x, x[:, :2].permute(0, 2, 3, 1) * 1.5, "bilinear", "reflection", True)),
-        [(1, 3, 4, 5), (2, 2, 3, 3)], "GatherElements", 13),
+        [(1, 3, 4, 5), (2, 2, 3, 3)], "GridSample", 16),
     "grid_sample_nearest": (lambda: Calls(lambda x: F.grid_sample(
         x, x[:, :2].permute(0, 2, 3, 1) * 0.9, "nearest", "zeros", False)),
-        [(1, 3, 4, 5), (2, 2, 3, 3)], "GatherElements", 13),
+        [(1, 3, 4, 5), (2, 2, 3, 3)], "GridSample", 16),
+    "grid_sample_bicubic_border": (lambda: Calls(lambda x: F.grid_sample(
+        x, x[:, :2].permute(0, 2, 3, 1) * 1.2, "bicubic", "border", False)),
+        [(1, 3, 4, 5), (2, 2, 3, 3)], "GridSample", 16),
+    "grid_sample_opset_20": (lambda: Calls(lambda x: F.grid_sample(
+        x, x[:, :2].permute(0, 2, 3, 1) * 1.2, "bicubic", "zeros", True)),
+        [(1, 3, 4, 5), (2, 2, 3, 3)], "GridSample", 20),
+    "grid_sample_3d": (lambda: Calls(lambda x: F.grid_sample(
+        x, x[:, :3].permute(0, 2, 3, 4, 1) * 1.2, "bilinear", "reflection", False)),
+        [(1, 3, 2, 4, 5), (2, 4, 3, 2, 2)], "GridSample", 20),
     "pairwise_distance": (lambda: Calls(lambda x: F.pairwise_distance(x, x.flip(0), p=3.0)),
                           [(4, 5), (3, 2)], "ReduceSum", 13),
     "triplet_cosine_losses": (lambda: Calls(lambda x: F.triplet_margin_loss(
@@ -56,6 +65,17 @@ def test_matches_eager_in_onnxruntime(name):
     for seed, shape in enumerate(shapes):
         proto = check_model_matches(make(), (_x(shape, seed),), opset)
         assert op_type in {n.op_type for n in proto.graph.node}, name
+
+
+def test_grid_sample_names_the_opset_it_needs():
+    with pytest.raises(ExportError, match="opset 16"):
+        to_onnx(Calls(lambda x: F.grid_sample(x, x[:, :2].permute(0, 2, 3, 1),
+                                              align_corners=False)), (_x((1, 2, 3, 3)),),
+                opset_version=13)
+    with pytest.raises(ExportError, match="opset 20"):
+        to_onnx(Calls(lambda x: F.grid_sample(x, x[:, :3].permute(0, 2, 3, 4, 1),
+                                              align_corners=False)), (_x((1, 3, 2, 2, 2)),),
+                opset_version=18)
 
 
 def test_fold_before_opset_18_names_col2im():

@@ -55,21 +55,18 @@ CASES = {  # name: (fn(lib, *tensors), NumPy inputs)
         t, (2, 1, 3, 4, 2), align_corners=True), [rnd(2, 3, 4)]),
 }
 _GRID = rnd(2, 4, 7, 2, low=-1.4, high=1.4)
-for _padding in ("zeros", "border", "reflection"):
-    for _corners in (False, True):
-        CASES[f"grid_sample_bilinear_{_padding}_{_corners}"] = (
-            lambda lib, x, g, p=_padding, c=_corners: lib.nn.functional.grid_sample(
-                x, g, "bilinear", p, c), [rnd(2, 3, 5, 6), _GRID])
-        # nearest: the grid gets no gradient (PyTorch's is zeros), so it is a constant here
-        CASES[f"grid_sample_nearest_{_padding}_{_corners}"] = (
-            lambda lib, x, p=_padding, c=_corners: lib.nn.functional.grid_sample(
-                x, lib.tensor(_GRID).to(x.dtype), "nearest", p, c), [rnd(2, 3, 5, 6)])
-        CASES[f"grid_sample_bicubic_{_padding}_{_corners}"] = (
-            lambda lib, x, g, p=_padding, c=_corners: lib.nn.functional.grid_sample(
-                x, g, "bicubic", p, c), [rnd(2, 3, 5, 6), _GRID])
+for _mode in ("bilinear", "nearest", "bicubic"):   # nearest: the grid's gradient is zeros
+    for _padding in ("zeros", "border", "reflection"):
+        for _corners in (False, True):
+            CASES[f"grid_sample_{_mode}_{_padding}_{_corners}"] = (
+                lambda lib, x, g, m=_mode, p=_padding, c=_corners: lib.nn.functional.grid_sample(
+                    x, g, m, p, c), [rnd(2, 3, 5, 6), _GRID])
 CASES["grid_sample_3d"] = (lambda lib, x, g: lib.nn.functional.grid_sample(
     x, g, "bilinear", "reflection", False), [rnd(1, 2, 3, 4, 5), rnd(1, 2, 3, 2, 3, low=-1.3,
                                                                         high=1.3)])
+CASES["grid_sample_3d_nearest_border"] = (lambda lib, x, g: lib.nn.functional.grid_sample(
+    x, g, "nearest", "border", True), [rnd(1, 2, 3, 4, 5), rnd(1, 2, 3, 2, 3, low=-1.3,
+                                                                      high=1.3)])
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -93,6 +90,19 @@ def test_grid_sample_gradients_match_finite_differences():
     theta = flow.tensor(rnd(2, 2, 3), requires_grad=True)
     assert flow.autograd.gradcheck(lambda t: F.affine_grid(t, (2, 1, 3, 4), False), (theta,),
                                    eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+def test_grid_sample_second_derivatives_match_finite_differences():
+    """The VJP is written with ops, so it differentiates again (PyTorch's grid_sample has no
+    double backward)."""
+    x = flow.tensor(rnd(1, 2, 3, 4), requires_grad=True)
+    g = flow.tensor(rnd(1, 2, 2, 2, low=-0.9, high=0.9) + 0.013, requires_grad=True)
+    for mode in ("bilinear", "bicubic"):
+        def first(a, b, mode=mode):
+            with flow.enable_grad():   # gradcheck's finite differences run under no_grad
+                out = F.grid_sample(a, b, mode, "reflection", False)
+                return flow.autograd.grad((out * out).sum(), (a, b), create_graph=True)
+        assert flow.autograd.gradcheck(first, (x, g), eps=1e-6, atol=1e-5, rtol=1e-4)
 
 
 def test_fold_is_the_adjoint_of_unfold():
