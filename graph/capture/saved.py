@@ -56,11 +56,30 @@ def read(path, kind: str) -> tuple[dict, dict, dict]:
     try:
         structure = json.loads(obj["structure"])
         arrays, state = obj["arrays"], obj["state"]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
         raise SerializeError(f"{where} has a malformed structure ({exc})") from None
     if not (isinstance(structure, dict) and isinstance(arrays, dict) and isinstance(state, dict)):
         raise SerializeError(f"{where} has a malformed structure")
+    if _depth(structure) > MAX_DEPTH:
+        raise SerializeError(f"{where} has a structure nested deeper than {MAX_DEPTH} levels")
     return structure, arrays, state
+
+
+MAX_DEPTH = 200   # JSON nesting a graph's structure may have (a control-flow region adds ~7):
+# decoding recurses, so a deeper one is refused rather than met with a RecursionError
+
+
+def _depth(x) -> int:
+    """How deeply JSON data nests (counted without recursion)."""
+    deepest, todo = 0, [(x, 1)]
+    while todo:
+        x, d = todo.pop()
+        deepest = max(deepest, d)
+        if isinstance(x, dict):
+            todo += [(v, d + 1) for v in x.values()]
+        elif isinstance(x, list):
+            todo += [(v, d + 1) for v in x]
+    return deepest
 
 
 def options(config=None, overflow_expected: bool = False) -> dict:

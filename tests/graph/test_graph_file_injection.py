@@ -299,3 +299,16 @@ def test_cuda_source_holds_only_plain_attr_values():
     assert "(float)-1.5" in kernel_source(body(-1.5))[2]
     for low in (f'1)); {RUN}; ((1', "x\n#include <stdlib.h>", float("-inf"), (1, "a b"), b"1"):
         assert kernel_source(body(low)) is None, low
+
+
+@pytest.mark.parametrize("depth", [150, 250, 100_000])
+def test_deeply_nested_structure_is_refused(cases, tmp_path, depth):
+    """Decoding recurses: nesting past saved.MAX_DEPTH (or past what json can parse) is a
+    SerializeError, never a RecursionError."""
+    case = cases["train"]
+    nodes = case.structure["entries"][0]["graph"]["nodes"]
+    text = json.dumps(case.structure).replace(
+        json.dumps(nodes[0][3]), '[["dims", ' + "[" * depth + "1" + "]" * depth + "]]", 1)
+    flow.save(dict(case.obj, structure=text), tmp_path / "deep.dfg")
+    with pytest.raises(SerializeError):
+        case.load_and_call(tmp_path / "deep.dfg")
