@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import creation
+from .. import creation, ops
 from ..dtype import bool_
-from ..ops import EXPORTS as _ops
 from ..tensor import Tensor
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
@@ -312,7 +311,7 @@ class _Cat(Constraint):
         for constraint, length in zip(self.cseq, self.lengths):
             pieces.append(constraint.check(value.narrow(self.dim, start, length)))
             start += length
-        return _ops["cat"](pieces, self.dim)
+        return ops.cat(pieces, self.dim)
 
 
 class _Stack(Constraint):
@@ -332,7 +331,7 @@ class _Stack(Constraint):
 
     def check(self, value):
         slices = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
-        return _ops["stack"]([c.check(v) for c, v in zip(self.cseq, slices)], self.dim)
+        return ops.stack([c.check(v) for c, v in zip(self.cseq, slices)], self.dim)
 
 
 dependent = _Dependent()

@@ -5,7 +5,6 @@ import math
 from numbers import Number
 
 from .. import creation, ops
-from ..grad_mode import no_grad
 from ..size import Size
 from . import constraints
 from .distribution import Distribution
@@ -45,10 +44,6 @@ class Normal(Distribution):
     @property
     def variance(self):
         return self.stddev.pow(2)
-
-    def sample(self, sample_shape=Size()):
-        with no_grad():
-            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)

@@ -7,16 +7,12 @@ from functools import update_wrapper
 
 import numpy as np
 
-from .. import creation
+from .. import creation, ops
 from .. import dtype as dt
 from ..grad_mode import enable_grad
-from ..ops import EXPORTS as _ops
 from ..ops import rules
 from ..size import Size
 from ..tensor import Tensor
-
-_sigmoid, _softmax, _log, _log1p = _ops["sigmoid"], _ops["softmax"], _ops["log"], _ops["log1p"]
-_broadcast_to = _ops["broadcast_to"]
 
 
 def broadcast_all(*values) -> tuple:
@@ -31,7 +27,7 @@ def broadcast_all(*values) -> tuple:
     tensors = [v if isinstance(v, Tensor) else creation.tensor(v, dtype=dtype, device=device)
                for v in values]
     shape = broadcast_shape(*(t.shape for t in tensors))
-    return tuple(t if tuple(t.shape) == shape else _broadcast_to(t, shape) for t in tensors)
+    return tuple(t if tuple(t.shape) == shape else ops.broadcast_to(t, shape) for t in tensors)
 
 
 def as_shape(sizes) -> tuple:
@@ -62,21 +58,20 @@ def clamp_probs(probs: Tensor) -> Tensor:
 
 
 def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
-    return _sigmoid(logits) if is_binary else _softmax(logits, -1)
+    return ops.sigmoid(logits) if is_binary else ops.softmax(logits, -1)
 
 
 def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
     """Log-odds (binary) or log-probabilities (categorical) of clamped probabilities."""
     clamped = clamp_probs(probs)
-    return _log(clamped) - _log1p(-clamped) if is_binary else _log(clamped)
+    return clamped.log() - (-clamped).log1p() if is_binary else clamped.log()
 
 
 def xlogy(x, y: Tensor) -> Tensor:
     """x * log(y), 0 where x is 0 (whatever y), with finite gradients there."""
     if not isinstance(x, Tensor):
-        return x * _log(y) if x != 0 else y * 0
-    safe = _ops["where"](x == 0, 1.0, y)
-    return x * _log(safe)
+        return x * y.log() if x != 0 else y * 0
+    return x * ops.where(x == 0, 1.0, y).log()
 
 
 def sum_rightmost(value: Tensor, dims: int) -> Tensor:
