@@ -21,7 +21,8 @@ from dualflow.ops.dispatch import error_type
 from dualflow.ops.opdef import TensorType
 
 from ..ir.core import Graph
-from ..ir.fused import FUSED_ELEMENTWISE, FUSED_MATMUL, FusedBody, Step
+from ..ir.interpreter import run_node
+from ..ir.fused import FusedBody, Step
 from ..ir.symbolic import SymInt, evaluate, is_symbolic
 from .executable import GraphRuntimeError
 from .memory import last_uses
@@ -179,8 +180,8 @@ class SymbolicInterpreter:
         self.frees = {}
         for vid, i in ends.items():
             self.frees.setdefault(i, []).append(vid)
-        self.symbolic = [{k for k, v in n.attrs.items() if type(v) is FusedBody or is_symbolic(v)}
-                         for n in graph.nodes]
+        self.symbolic = [{k for k, v in n.attrs.items()
+                          if type(v) is not FusedBody and is_symbolic(v)} for n in graph.nodes]
 
     def run(self, inputs: list, sizes: dict) -> list:
         g = self.graph
@@ -191,12 +192,11 @@ class SymbolicInterpreter:
         for i, (n, names) in enumerate(zip(g.nodes, self.symbolic)):
             args = [env[v.id] for v in n.inputs]
             try:
-                res = _node(n, names, args, sizes, self.xp)
+                res = run_node(n, args, self.xp, sizes, names)
             except Exception as exc:
                 raise error_type(GraphRuntimeError, type(exc))(
                     f"op '{n.op.name}' failed in compiled graph '{g.name}' at "
                     f"{n.where() or 'an unknown line'}: {type(exc).__name__}: {exc}") from exc
-            res = res if n.returns_tuple() else (res,)
             for v, r in zip(n.outputs, res):
                 env[v.id] = self.xp.asarray(r)   # NumPy reductions return scalars
             for vid in self.frees.get(i, ()):
@@ -206,24 +206,4 @@ class SymbolicInterpreter:
                 t._data[...] = env[v.id]
             t._version[0] += 1
         return [env[v.id] for v in g.outputs]
-
-
-def _node(n, names: set, args: list, sizes: dict, xp):
-    """One node's result for these sizes: its kernel, or a fused body's steps one by one."""
-    attrs = {k: (v if k not in names else evaluate(v, sizes)) for k, v in n.attrs.items()} \
-        if names else n.attrs
-    if n.op is FUSED_ELEMENTWISE:
-        return _steps(n.attrs["body"], xp, args, sizes)
-    if n.op is FUSED_MATMUL:
-        from dualflow.ops.linalg import matmul_op
-        return _steps(n.attrs["body"], xp, [matmul_op.kernel(xp, args[0], args[1])] + args[2:],
-                      sizes)
-    return n.op.kernel(xp, *args, **attrs)
-
-
-def _steps(body: FusedBody, xp, values: list, sizes: dict):
-    values = list(values)
-    for s in body.steps:
-        values.append(s.op.kernel(xp, *[values[a] for a in s.args], **evaluate(s.attrs, sizes)))
-    return values[-1]
 
