@@ -68,17 +68,19 @@ def _lower_shuffle(ctx, node):
     shape, r = ctx.shape(node.inputs[0]), node.attrs["factor"]
     if len(shape) == 4:
         return ctx.emit("DepthToSpace", [ctx.input(node, 0)], blocksize=r, mode="CRD")
-    *batch, c, h, w = shape
+    c, h, w = shape[-3:]
     y = ctx.reshape(ctx.input(node, 0), [-1, c // (r * r), r, r, h, w])
     y = ctx.emit("Transpose", [y], perm=[0, 1, 4, 2, 5, 3])
-    return ctx.reshape(y, [*batch, c // (r * r), h * r, w * r])
+    return ctx.reshape(y, ctx.shape(node.outputs[0]))
 
 
 def _lower_unshuffle(ctx, node):
-    (*batch, c, h, w), r = ctx.shape(node.inputs[0]), node.attrs["factor"]
-    y = ctx.reshape(ctx.input(node, 0), [-1, c, h // r, r, w // r, r])
+    """The output's sizes (which follow dynamic axes) give the block grid."""
+    c, r = ctx.shape(node.inputs[0])[-3], node.attrs["factor"]
+    out = ctx.shape(node.outputs[0])
+    y = ctx.reshape(ctx.input(node, 0), [-1, c, out[-2], r, out[-1], r])
     y = ctx.emit("Transpose", [y], perm=[0, 1, 3, 5, 2, 4])
-    return ctx.reshape(y, [*batch, c * r * r, h // r, w // r])
+    return ctx.reshape(y, out)
 
 
 pixel_shuffle_op = defop("pixel_shuffle", _shuffle_kernel, _shuffle_type,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .helpers import check_model_matches
+from .helpers import check_model_matches, run
 
 import dualflow as flow  # noqa: E402
 from dualflow import nn  # noqa: E402
@@ -65,6 +65,22 @@ def test_matches_eager_in_onnxruntime(name):
     for seed, shape in enumerate(shapes):
         proto = check_model_matches(make(), (_x(shape, seed),), opset)
         assert op_type in {n.op_type for n in proto.graph.node}, name
+
+
+@pytest.mark.parametrize("make,shape,axes,other", [
+    (lambda: nn.PixelShuffle(2), (1, 8, 3, 4), {0: "n", 2: "h", 3: "w"}, (2, 8, 5, 3)),
+    (lambda: nn.PixelShuffle(2), (1, 1, 8, 3, 4), {0: "n", 3: "h", 4: "w"}, (2, 1, 8, 5, 4)),
+    (lambda: nn.PixelUnshuffle(2), (1, 2, 4, 6), {0: "n"}, (3, 2, 4, 6)),
+    (lambda: nn.Unfold(2, stride=2), (1, 3, 4, 6), {0: "n"}, (2, 3, 4, 6)),
+    (lambda: nn.Fold((4, 5), 2), (1, 8, 12), {0: "n"}, (3, 8, 12)),
+], ids=["shuffle", "shuffle_5d", "unshuffle", "unfold", "fold"])
+def test_dynamic_axes(make, shape, axes, other):
+    """One export run at another batch (and, for pixel_shuffle, another height and width)."""
+    model = make()
+    proto = to_onnx(model, (_x(shape),), opset_version=18, dynamic_axes={"input_0": axes})
+    got = run(proto, [_x(other, seed=1).numpy()])[0]
+    np.testing.assert_allclose(got, model(_x(other, seed=1)).detach().numpy(), rtol=1e-6,
+                               atol=1e-6)
 
 
 def test_grid_sample_names_the_opset_it_needs():
