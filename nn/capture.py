@@ -23,6 +23,7 @@ from dualflow.utils.pytree import contains_tensor, flatten, unflatten
 from dualflow.graph.capture.tracer import TraceError, TracedTensor
 from dualflow.tensor import Tensor
 
+from .capture_effects import PythonState, apply_container_effects, plain
 from .module import tree_version
 
 _TABLES = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
@@ -31,22 +32,19 @@ _TABLES = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buf
 
 def state_attrs(modules) -> tuple:
     """(module, attribute name) of every plain attribute that holds tensors: the graph inputs a
-    module call reads besides its arguments. Walked with the module tree (once per change)."""
+    module call reads besides its arguments (not the lists compiled calls only append to).
+    Walked with the module tree (once per change)."""
     return tuple((m, name) for m in modules for name, v in m.__dict__.items()
-                 if name not in _TABLES and not name.startswith("_graph_") and contains_tensor(v))
-
-
-_PLAIN = (bool, int, float, str, type(None))
+                 if name not in _TABLES and not name.startswith("_graph_") and contains_tensor(v)
+                 and name not in m.__dict__.get("_graph_logs", ()))
 
 
 def guard_values(modules) -> tuple:
-    """(module position, name, value) of the plain attributes Python code may branch on."""
+    """(module position, name, value) of the plain attributes Python code may branch on (not
+    the counters compiled calls step themselves, `capture_effects`)."""
     return tuple((i, name, v) for i, m in enumerate(modules) for name, v in m.__dict__.items()
-                 if name != "training" and not name.startswith("_graph_") and _plain(v))
-
-
-def _plain(v) -> bool:
-    return isinstance(v, _PLAIN) or (type(v) is tuple and all(isinstance(x, _PLAIN) for x in v))
+                 if name != "training" and not name.startswith("_graph_") and plain(v)
+                 and name not in m.__dict__.get("_graph_counters", ()))
 
 
 def read_state(attrs: tuple) -> list:
@@ -62,6 +60,7 @@ class Snapshot:
         self.grads = [(p, p.grad) for _, _, _, params in self.modules
                       for p in params.values() if p is not None]
         self.optimizers = OptimizerSnapshot(optimizers)
+        self.undo: list = []   # more to put back (a trace's watched containers)
 
     def restore_attributes(self) -> None:
         """Module attributes and tables back as they were (tables bump `tree_version` only where
@@ -81,6 +80,8 @@ class Snapshot:
                         table[name] = v
 
     def restore(self) -> None:
+        for undo in self.undo:
+            undo()
         self.restore_attributes()
         for p, g in self.grads:
             p.grad = g
@@ -101,15 +102,26 @@ class StateCapture:
         self.swapped: dict = {}
         self.before = {id(m): (attrs, buffers) for m, attrs, buffers, _ in snapshot.modules}
         self.inputs = [(t, t._value) for t in inputs]
+        self.python = PythonState(modules)
+        snapshot.undo.append(self.python.restore)
 
     def swap_in(self, traced_values: list) -> None:
+        """The traced inputs in the attributes they stand for, then every container the call
+        can reach watched (`capture_effects.PythonState`)."""
         for (m, name), v in zip(self.attrs, traced_values):
             m.__dict__[name] = v
             self.swapped[(id(m), name)] = v
+        originals = {(id(m), name): self.before[id(m)][0].get(name) for m, name in self.attrs}
+        self.python.install(self.swapped, originals)
+        for m, name in self.attrs:
+            self.swapped[(id(m), name)] = m.__dict__[name]
 
     def collect(self) -> tuple["SideEffects", list]:
         """(the run's side effects, the traced values they write): attributes assigned while
-        tracing, then inputs changed in place. Reassigned buffers become state updates."""
+        tracing, stores into containers, then inputs changed in place. Reassigned buffers
+        become state updates."""
+        containers, counters, stored = self.python.collect(
+            {i: attrs for i, (attrs, _) in self.before.items()})
         written, leaves = [], []
         for m in self.modules:
             attrs, buffers = self.before[id(m)]
@@ -129,12 +141,14 @@ class StateCapture:
                 if isinstance(b, TracedTensor):
                     self._buffer_update(m, name, b, buffers.get(name))
                     m._buffers[name] = buffers.get(name)
+        leaves += stored
         mutated = []
         for i, (t, v) in enumerate(self.inputs):
             if t._value is not v:   # (with gradients on, autograd refuses this on a leaf)
                 mutated.append(i)
                 leaves.append(t)
-        return SideEffects(written, {(id(m), n) for m, n in self.attrs}, mutated), leaves
+        return SideEffects(written, {(id(m), n) for m, n in self.attrs}, mutated, containers,
+                           counters), leaves
 
     def _check_no_grad(self, m, name, leaves) -> None:
         for t in leaves:
@@ -163,15 +177,19 @@ def _where(t) -> str:
 class SideEffects:
     """What each run of a compiled call writes besides its outputs, from the extra outputs the
     graph returns for them: module attributes assigned while tracing (`written`: module, name,
-    tree, number of tensors), then the caller's tensors the traced code changed in place
-    (`mutated` positions)."""
+    tree, number of tensors), stores into containers (`containers`, `capture_effects`), then
+    the caller's tensors the traced code changed in place (`mutated` positions); and the
+    counters it steps (module, name, step)."""
 
-    def __init__(self, written: list, state_names: set, mutated: list):
+    def __init__(self, written: list, state_names: set, mutated: list, containers: list = (),
+                 counters: list = ()):
         self.written, self.state_names, self.mutated = written, state_names, mutated
-        self.count = sum(n for *_, n in written) + len(mutated)
+        self.containers, self.counters = containers, counters
+        self.stored = sum(n for *_, n in containers)
+        self.count = sum(n for *_, n in written) + self.stored + len(mutated)
 
     def __bool__(self) -> bool:
-        return bool(self.count)
+        return bool(self.count or self.containers or self.counters)
 
     def apply(self, leaves: list, arrays: list) -> None:
         k = 0
@@ -181,6 +199,12 @@ class SideEffects:
             if (id(m), name) not in self.state_names:   # a new tensor attribute: walk again
                 tree_version[0] += 1
             m.__dict__[name] = value
+        if self.containers:
+            apply_container_effects(self.containers, [Tensor._wrap(a) for a in
+                                                      arrays[k:k + self.stored]])
+            k += self.stored
+        for m, name, step in self.counters:   # (not through setattr: the walk stays valid)
+            m.__dict__[name] += step
         for i, arr in zip(self.mutated, arrays[k:]):
             t = leaves[i]
             t._data[...] = arr

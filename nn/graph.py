@@ -28,6 +28,7 @@ from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, read_state
+from .capture_effects import compile_counting
 from .graph_data_parallel import arm_data_parallel
 from .graph_mode import module_tree, retrace_reason
 from .graph_save import load_graph, save_graph
@@ -166,6 +167,7 @@ class Graph:
         self._debug_level = -1
         self._last = None
         self._warmed = False
+        self._warm_params: set = set()   # ids of parameters trainable in a warm-up step
         self._lr_bindings: dict = {}
         self._arities_checked: set = set()
 
@@ -314,9 +316,13 @@ class Graph:
         return out
 
     def _miss(self, key, call, leaves, attrs, walks, args):
+        layout = ("args", "state") if attrs else ("args",)   # the parts of the structure key
+
         def compile(snapshot):
-            entry = self._compile(call, leaves, attrs, snapshot)
+            entry = compile_counting(lambda: self._compile(call, leaves, attrs, snapshot),
+                                     snapshot)
             entry.walks, entry.key = walks, key   # the walks alive with it: their ids stay theirs
+            entry.layout = layout
             return entry
 
         last = self._cache.newest
@@ -325,17 +331,31 @@ class Graph:
         return self._cache.miss(
             key, (leaves,), compile,
             snapshot=lambda: Snapshot(_modules_of(walks), [opt for opt, _ in self._optimizers]),
-            warm_up=(lambda: self._warm_up(args)) if self._optimizers and not self._warmed
-            else None,
+            warm_up=(lambda: self._warm_up(args)) if self._optimizers and (
+                not self._warmed or self._untrained_parameters()) else None,
             reason=lambda: retrace_reason(last, key, _KEY_PARTS, walks,
-                                          leaf_names(self.build, key[len(leaves)])))
+                                          leaf_names(self.build, key[len(leaves)]), self.build,
+                                          layout))
 
     def _warm_up(self, args):
-        """The first call of a training graph, eagerly: optimizers create their state then."""
+        """The first call of a training graph, eagerly: optimizers create their state then. So
+        is the first call after parameters became trainable (unfrozen for fine-tuning): their
+        state is created by that step, as in eager mode."""
         with mode(EAGER):
             out = self._step(args)
         self._warmed = True
+        self._warm_params |= {id(p) for p in self._optimized() if p.requires_grad}
         return _detach_tree(out)
+
+    def _optimized(self) -> list:
+        return [p for opt, _ in self._optimizers for g in opt.param_groups for p in g["params"]]
+
+    def _untrained_parameters(self) -> bool:
+        """Whether an optimized parameter wants gradients but never had a step (eager or
+        loaded warm): its optimizer state does not exist yet."""
+        return any(p.requires_grad and id(p) not in self._warm_params and
+                   not any(p in opt.state for opt, _ in self._optimizers)
+                   for p in self._optimized())
 
     def _step(self, args):
         """One call's work, identical when run eagerly or traced."""

@@ -19,7 +19,7 @@ from dualflow.graph.passes.cse import cse
 from dualflow.graph.passes.decompose import decompose
 from dualflow.graph.passes.recompute import recompute
 from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
-from dualflow.graph.capture.retrace import leaf_names
+from dualflow.graph.capture.retrace import argument_changes, leaf_names
 from dualflow.graph.passes.split import split_forward_backward
 from dualflow.graph.capture.call_trace import Trace, explain_change, scope_names, signature
 from dualflow.graph.capture.tracer import TraceError, tracing
@@ -27,6 +27,8 @@ from dualflow.ops import dispatch
 from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, guard_values, read_state, state_attrs
+from .capture_effects import compile_counting
+from .double_backward import eager_vjp, rng_states
 from .graph_breaks import _recorders, break_graph, lookup, record_compiled
 from .module import tree_version
 
@@ -70,7 +72,7 @@ def module_call(module, args: tuple, kwargs: dict):
     if entry is not None:
         if _recorders:
             record_compiled(module)
-        return entry.run(leaves)
+        return entry.run(leaves, (module, args, kwargs))
     # a break is remembered without the module attributes' values: a forward that counts its
     # calls in `self.calls` would otherwise retry (and fail) on every call
     break_key = signature(leaves, (structure, training, needs_grad, scopes))
@@ -78,16 +80,21 @@ def module_call(module, args: tuple, kwargs: dict):
     if broken is not None:
         return broken.call(module, args, kwargs)
 
+    layout = ("args",) if call is None else ("args", "kwargs", "state")
+
     def compile(snapshot):
-        entry = _compile(module, walk, (args, kwargs, ()) if call is None else call, leaves,
-                         needs_grad, params, scopes, snapshot)
+        entry = compile_counting(lambda: _compile(
+            module, walk, (args, kwargs, ()) if call is None else call, leaves, needs_grad,
+            params, scopes, snapshot), snapshot)
         entry.walks, entry.key = [walk], key   # the walk alive with it: its ids in the key stay
+        entry.layout = layout
         return entry
 
     try:
-        out = calls.miss(key, (leaves,), compile, snapshot=lambda: Snapshot(walk.modules),
-                         reason=lambda: retrace_reason(calls.newest, key, _KEY_PARTS, [walk],
-                                                       leaf_names(module.forward, structure)))
+        out = calls.miss(key, (leaves, (module, args, kwargs)), compile, snapshot=lambda: Snapshot(walk.modules),
+                         reason=lambda: retrace_reason(
+                             calls.newest, key, _KEY_PARTS, [walk],
+                             leaf_names(module.forward, structure), module.forward, layout))
     except TraceError as exc:   # rolled back already: run this module eagerly instead
         return break_graph(module, break_key, exc, args, kwargs)
     record_compiled(module)
@@ -98,14 +105,24 @@ _KEY_PARTS = ("argument structure", "train/eval flags", "need for gradients",
               "checkpointed modules", "module tree")
 
 
-def retrace_reason(last, key, parts: tuple, walks: list, leaf_names: tuple = ()) -> list:
+def retrace_reason(last, key, parts: tuple, walks: list, leaf_names: tuple = (),
+                   fn=None, layout: tuple = ("args",)) -> list:
     """Why a call compiles again, against the last compiled entry (its `key` and `walks`): the
     inputs and flags that changed (`parts` names the key's extra items, the module tree last),
     and which module attributes (`Tempered.calls: 3 -> 4`), for the retrace warning and
-    `explain_retrace`; `leaf_names` names the tensor arguments (`retrace.leaf_names`)."""
+    `explain_retrace`; `leaf_names` names the tensor arguments (`retrace.leaf_names`), and
+    changed Python arguments are named after `fn`'s parameters (`argument steps: 3 -> 5`;
+    `layout` names the parts of the call's structure key, `retrace.argument_changes`)."""
     if last is None:
         return []
     changes = explain_change(last.key, key, parts, leaf_names)
+    if "argument structure" in changes and fn is not None and \
+            getattr(last, "layout", None) == layout and len(last.key) == len(key):
+        at = len(key) - len(parts) - 2   # the structure key's place (graph/capture/call_trace)
+        named = argument_changes(last.key[at], key[at], fn, layout)
+        if named:
+            changes.remove("argument structure")
+            changes += named
     if "module tree" in changes:
         changes.remove("module tree")
         changes += [c for old, new in zip(last.walks, walks) for c in new.changes_since(old)] \
@@ -143,11 +160,28 @@ class Walk:
             tuple(self.flags) + hooks)
 
     def changes_since(self, old: "Walk") -> list:
-        """The plain module attributes whose values differ from `old`'s walk of the same tree."""
+        """The plain module attributes whose values differ from `old`'s walk of the same tree,
+        the parameters added or removed, and those frozen or unfrozen (by name)."""
         before = {(id(old.modules[i]), name): v for i, name, v in old.guards}
-        return [f"{type(self.modules[i]).__name__}.{name}: "
-                f"{before.get((id(self.modules[i]), name))!r} -> {v!r}"
-                for i, name, v in self.guards if before.get((id(self.modules[i]), name), v) != v]
+        out = [f"{type(self.modules[i]).__name__}.{name}: "
+               f"{before.get((id(self.modules[i]), name))!r} -> {v!r}"
+               for i, name, v in self.guards if before.get((id(self.modules[i]), name), v) != v]
+        if len(self.params) == len(old.params) and self.flags == old.flags and \
+                all(a is b for a, b in zip(self.params, old.params)):
+            return out
+        if len(self.modules) != len(old.modules) or \
+                any(a is not b for a, b in zip(self.modules, old.modules)):
+            return out + ["module tree"]   # layers replaced, added or removed
+        names = {id(p): n for n, p in self.modules[0].named_parameters()}
+        flags = {id(p): f for p, f in zip(old.params, old.flags)}
+        for p, f in zip(self.params, self.flags):
+            if id(p) not in flags:
+                out.append(f"parameter {names.get(id(p), '?')} added")
+            elif flags[id(p)] != f:
+                out.append(f"{names.get(id(p), '?')}.requires_grad: {flags[id(p)]} -> {f}")
+        kept = {id(p) for p in self.params}
+        removed = sum(id(p) not in kept for p in old.params)
+        return out + ([f"{removed} parameter(s) removed"] if removed else [])
 
     def current(self) -> bool:
         """Still true to the tree: no table or attribute changed, and no parameter was frozen
@@ -208,7 +242,9 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
         wrt = params + [t for t in traced if t.requires_grad]
         diff = [t for t in out_leaves if t.requires_grad]
         seeds = [trace.tracer.input(t._value.type, f"grad_{i}") for i, t in enumerate(diff)]
+        frozen = capture.python.freeze()
         grads = engine.grad(diff, wrt, seeds, allow_unused=True) if diff else [None] * len(wrt)
+        capture.python.check_unchanged(frozen, f"the backward of {name}")
     have = [i for i, g in enumerate(grads) if g is not None]
     trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves_out] + [
         trace.tracer.value_of(grads[i]) for i in have]
@@ -238,7 +274,7 @@ class ForwardEntry:
     def __init__(self, exe, tree, n_user, effects):
         self.exe, self.tree, self.n_user, self.effects = exe, tree, n_user, effects
 
-    def run(self, leaves):
+    def run(self, leaves, call: tuple | None = None):
         outs = self.exe(_arrays(leaves))
         if self.effects:
             self.effects.apply(leaves, outs[self.n_user:])
@@ -258,17 +294,24 @@ class _CompiledBackward:
     saves_out = False
     fresh_grads = True
 
-    def __init__(self, entry, n_inputs: int):
+    def __init__(self, entry, inputs: list, call: tuple | None, rng: list | None):
+        """`inputs`: the node's inputs (parameters, inputs that require grad, residuals)."""
         self.name = f"compiled_{entry.name}"
-        self.entry, self.n_inputs = entry, n_inputs
-        self.saves = tuple(range(n_inputs, n_inputs + entry.n_res))
+        self.entry, self.n_inputs = entry, len(inputs)
+        self.saves = tuple(range(self.n_inputs, self.n_inputs + entry.n_res))
+        # for a double backward (`double_backward.py`): the call, its random states, and the
+        # tensors the gradient is taken for (the engine hands the VJP only their types)
+        self.call, self.rng, self.inputs = call, rng, inputs
 
     def vjp(self, grads, out, *inputs):
-        if dispatch.state.grad_enabled:
-            raise RuntimeError(f"{self.name}: double backward (create_graph=True) through a "
-                               "compiled GRAPH-mode call is not supported; run it in eager mode")
         grads = grads if isinstance(grads, tuple) else (grads,)
         e = self.entry
+        if dispatch.state.grad_enabled:   # create_graph=True: a gradient with history
+            if self.call is None:
+                raise RuntimeError(f"{self.name}: double backward (create_graph=True) through "
+                                   "this compiled call needs its module call; run it eagerly")
+            got = eager_vjp(e, self.call, self.rng, grads, self.inputs[:self.n_inputs])
+            return tuple(got) + (None,) * e.n_res
         residuals = inputs[self.n_inputs:]
         arrays = [t._data for t in residuals]
         if not engine.retaining_graph():
@@ -313,15 +356,18 @@ class JointEntry:
         self.params, self.input_positions = params, input_positions
         self.diff_positions, self.have, self.name = diff_positions, have, name
         self.effects = effects
+        self.draws = any(not n.pure for n in fwd.graph.nodes)   # random ops draw in it
 
-    def run(self, leaves):
+    def run(self, leaves, call: tuple | None = None):
+        """`call`: (module, args, kwargs), kept by the tape node for a double backward."""
+        rng = rng_states() if self.draws and call is not None else None
         res = self.fwd(_arrays(leaves))
         n_user = self.n_user
         outs = [Tensor._wrap(o, i) for i, o in enumerate(res[:n_user])]
         if self.effects:
             self.effects.apply(leaves, res[n_user:self.n_out])
         inputs = self.params + [leaves[i] for i in self.input_positions]
-        op = _CompiledBackward(self, len(inputs))
+        op = _CompiledBackward(self, inputs, call, rng)
         inputs += [Tensor._wrap(r) for r in res[self.n_out:]]
         del res
         if self.diff_positions:

@@ -9,7 +9,8 @@ An axis becomes symbolic (a size symbol of `graph/ir/symbolic.py` instead of its
   all their sizes (PyTorch's automatic dynamic shapes).
 
 Sizes 0 and 1 stay specialised (as in PyTorch: broadcasting and empty tensors behave differently
-there), as do arguments that are not C-contiguous. A graph compiled with symbols is kept under
+there). A strided argument (a batch-first RNN output, a transposed view) keeps its layout in the
+trace (ops/layout.py); its compiled graphs serve arguments whose strides come in the same order. A graph compiled with symbols is kept under
 the call's key with those axes left out, together with the guards its trace recorded; a later
 call whose sizes satisfy the guards replays it (and its exact key is added to the cache, so the
 next such call is an ordinary hit). A guard that fails compiles again, and the warning says
@@ -23,7 +24,6 @@ import inspect
 import threading
 import weakref
 
-import numpy as np
 from dualflow.utils.pytree import flatten_args
 
 from ..backend.symbolic_exec import UnboundSymbols
@@ -103,11 +103,12 @@ class SymbolicEntry:
 
 class Plan:
     """What one cache miss does about dynamic axes."""
-    __slots__ = ("dims", "gkey", "entry", "failed", "env")
+    __slots__ = ("dims", "gkey", "entry", "failed", "env", "key", "n")
 
-    def __init__(self, dims=None, gkey=None, entry=None, failed=""):
+    def __init__(self, dims=None, gkey=None, entry=None, failed="", key=(), n=0):
         self.dims, self.gkey, self.entry, self.failed = dims or {}, gkey, entry, failed
         self.env = None
+        self.key, self.n = key, n   # the call's key and its number of tensor leaves
 
     @contextlib.contextmanager
     def tracing(self):
@@ -150,9 +151,7 @@ class DynamicShapes:
         n = len(leaves)
         if not n or len(key) < n:
             return Plan()
-        # a strided argument (a cropped context, idx[:, -8:]) may replay a graph compiled with
-        # symbols from C-ordered ones: kernels take any strides, so the values are the same
-        entry, failed = self._lookup(key, n, self._dims(leaves, any_layout=True), leaves)
+        entry, failed = self._lookup(key, n, self._dims(leaves), leaves)
         if entry is not None:
             return Plan(entry=entry)
         dims = self._dims(leaves)
@@ -161,7 +160,7 @@ class DynamicShapes:
             dims = self._dims(leaves)
         if not dims:
             return Plan()
-        return Plan(_name(dims), _general_key(key, n, dims), failed=failed)
+        return Plan(_name(dims), _general_key(key, n, dims), failed=failed, key=key, n=n)
 
     def _lookup(self, key: tuple, n: int, dims: dict, leaves: list) -> tuple:
         """(entry whose guards hold for these sizes or None, why the last candidate failed)."""
@@ -210,7 +209,15 @@ class DynamicShapes:
         for name, reason in plan.env.specialized.items():
             for i, d in where.get(name, ()):
                 self.static.setdefault((i, d), reason)
-        self.entries.setdefault(plan.gkey, []).append(SymbolicEntry(entry, plan.env, where))
+        symbolic = SymbolicEntry(entry, plan.env, where)
+        self.entries.setdefault(plan.gkey, []).append(symbolic)
+        # axes a guard pinned leave later lookups' keys: the entry serves those keys too (its
+        # guards still check the pinned sizes), so `dynamic=True` traces once, not twice
+        free = {i: {d: nm for d, nm in dims.items() if (i, d) not in self.static}
+                for i, dims in plan.dims.items()}
+        free = {i: dims for i, dims in free.items() if dims}
+        if free and free != plan.dims:
+            self.entries.setdefault(_general_key(plan.key, plan.n, free), []).append(symbolic)
 
     def _learn(self, key: tuple, n: int, earlier_keys) -> None:
         """Automatic dynamic: the axes in which this key differs from an earlier compile's key
@@ -223,13 +230,12 @@ class DynamicShapes:
                 for i, d in diff:
                     self.auto.setdefault(i, {})[d] = None
 
-    def _dims(self, leaves: list, any_layout: bool = False) -> dict:
-        """{leaf: {dim: name or None}} to trace as symbols for these arguments (C-ordered
-        ones; with `any_layout`, strided ones too: for looking up a compiled entry)."""
+    def _dims(self, leaves: list) -> dict:
+        """{leaf: {dim: name or None}} to trace as symbols for these arguments."""
         out: dict = {}
         for i, t in enumerate(leaves):
             data = t._data
-            if data is None or not (any_layout or data.flags.c_contiguous):
+            if data is None:
                 continue
             want = dict(self.auto.get(i, {}))
             want.update(self.requested.get(i, {}))
@@ -270,40 +276,37 @@ def _name(dims: dict) -> dict:
 
 
 def _general_key(key: tuple, n: int, dims: dict) -> tuple:
-    """The key with the symbolic axes' sizes (and the strides they change) left out."""
+    """The key with the symbolic axes' sizes (and the strides they change) left out; the
+    order of the strides stays (`_layout`)."""
     leaves = []
     for i, sig in enumerate(key[:n]):
         if i in dims:
             shape = tuple(None if d in dims[i] else s for d, s in enumerate(sig[0]))
-            sig = (shape, "C") + tuple(sig[2:])
+            sig = (shape, _layout(sig)) + tuple(sig[2:])
         leaves.append(sig)
     return tuple(leaves) + tuple(key[n:]), tuple(sorted((i, tuple(sorted(d.items())))
                                                        for i, d in _name(dims).items()))
 
 
 def _shape_diff(old: tuple, new: tuple):
-    """[(leaf, dim)] where two leaf signatures differ only in sizes (same ranks, C order), or
-    None when they differ otherwise."""
+    """[(leaf, dim)] where two leaf signatures differ only in sizes (same ranks, the same
+    layout: C order, or strides in the same order, as an RNN's batch-first output has at
+    every length), or None when they differ otherwise."""
     out = []
     for i, (a, b) in enumerate(zip(old, new)):
         if a == b:
             continue
-        if len(a[0]) != len(b[0]) or a[2:] != b[2:] or not (_c_order(a) and _c_order(b)):
+        if len(a[0]) != len(b[0]) or a[2:] != b[2:] or _layout(a) != _layout(b):
             return None
         out += [(i, d) for d, (x, y) in enumerate(zip(a[0], b[0])) if x != y]
     return out or None
 
 
-def _c_order(sig) -> bool:
-    return sig[1] == _c_strides(sig[0], np.dtype(sig[2]).itemsize)
-
-
-def _c_strides(shape: tuple, itemsize: int) -> tuple:
-    out, step = [], itemsize
-    for n in reversed(shape):
-        out.append(step)
-        step *= n
-    return tuple(reversed(out))
+def _layout(sig) -> tuple:
+    """A leaf signature's dims from the largest stride to the smallest (C order, and a cropped
+    slice of it, give 0, 1, ...): which dims are strided, whatever the sizes; kernels take any
+    strides, so values do not depend on more (ops/layout.py)."""
+    return tuple(sorted(range(len(sig[1])), key=lambda d: (-sig[1][d], d)))
 
 
 def _sizes(where: dict, leaves: list):

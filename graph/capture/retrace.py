@@ -85,3 +85,75 @@ def describe_leaf_change(i: int, name: str, fact: str, old, new) -> list:
     if fact == "shape":
         return [f"{who} rank {len(old)} -> {len(new)} (shape {old} -> {new})"]
     return [f"{who} {fact} {old} -> {new}"]
+
+
+def argument_changes(old, new, fn, parts: tuple = ("args",)) -> list:
+    """Words for the non-tensor arguments that differ between two calls' structure keys
+    (`pytree.flatten_args` of a tuple whose items are named by `parts`: "args" positional
+    arguments bound to `fn`'s parameters, "kwargs" keyword arguments, "state" module
+    attributes): `argument steps: 3 -> 5`. Empty when the keys differ otherwise."""
+    if old[:1] == ("flat",) or new[:1] == ("flat",) or len(old) != len(new):
+        return []
+    found: list = []
+    for i, (a, b) in enumerate(zip(old, new)):
+        _diff(a, b, (i,), found)
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    out = []
+    for path, a, b in found[:4]:
+        if len(parts) == 1:   # the key is the positional arguments' own
+            part, rest = parts[0], path
+        else:
+            part, rest = (parts[path[0]] if path[0] < len(parts) else ""), path[1:]
+        if part == "args" and rest and isinstance(rest[0], int):
+            head = params[rest[0]] if rest[0] < len(params) else f"args[{rest[0]}]"
+        elif part == "kwargs" and not rest:
+            out.append(f"keyword arguments {a} -> {b}")
+            continue
+        elif part == "kwargs":
+            head = str(rest[0])
+        elif part == "state":
+            head = "module attribute"
+        else:
+            continue
+        where = head + "".join(f"[{k!r}]" for k in rest[1:])
+        out.append(f"argument {where}: {a!r} -> {b!r}")
+    return out
+
+
+def _value(key):
+    """The value a static structure item stands for (`pytree._static_key`)."""
+    if type(key) is tuple and len(key) == 3 and key[0] in ("py", "repr"):
+        return key[2]
+    return key
+
+
+def _diff(old, new, path: tuple, found: list) -> None:
+    """(path, old value, new value) of the static items where two structure keys differ."""
+    if old == new:
+        return
+    if _is_container(old) and _is_container(new) and old[0] is dict is new[0]:
+        if [k for k, _ in old[1]] != [k for k, _ in new[1]]:
+            found.append((path, _keys(old), _keys(new)))
+            return
+    if _is_container(old) and _is_container(new) and old[0] is new[0] and \
+            len(old[1]) == len(new[1]):
+        for i, (a, b) in enumerate(zip(old[1], new[1])):
+            if old[0] is dict:   # (same keys, checked above)
+                _diff(a[1], b[1], path + (_value(a[0]),), found)
+            else:
+                _diff(a, b, path + (i,), found)
+        return
+    found.append((path, _value(old), _value(new)))
+
+
+def _keys(key) -> list:
+    return [_value(k) for k, _ in key[1]]
+
+
+def _is_container(key) -> bool:
+    return type(key) is tuple and len(key) == 2 and key[0] in (tuple, list, dict) \
+        and type(key[1]) is tuple

@@ -63,7 +63,7 @@ class Run:
 def run(make, inputs: list, mode: str, seed: int = 0, step=None) -> Run:
     """`make()` builds the model (after `flow.manual_seed(seed)`); each input is one call (a
     tuple of arguments). `step(model, out)`, if given, runs after each call (a backward, an
-    optimizer step) in every mode alike."""
+    optimizer step) in every mode alike; what it returns is recorded with the output."""
     flow.manual_seed(seed)
     model = make()
     flow.manual_seed(seed + 1)
@@ -78,7 +78,7 @@ def run(make, inputs: list, mode: str, seed: int = 0, step=None) -> Run:
                 with flow.mode(flow.GRAPH if mode == "GRAPH" else flow.EAGER):
                     out = call(*args)
                     if step is not None:
-                        step(model, out)
+                        out = (out, step(model, out))
                 outputs.append(observable(out))
         except TraceError as exc:
             error = exc

@@ -13,6 +13,8 @@ import pytest
 import dualflow as flow
 from dualflow import nn
 
+from dualflow.nn.graph_breaks import GraphBreakWarning
+
 from .capture_modes import assert_like_eager, run
 
 
@@ -183,3 +185,340 @@ def test_random_draws_in_forward_keep_eagers_stream():
     after_refusal = random.random()
     run(make, [], "eager")          # the same seeds, no call
     assert after_refusal == random.random(), "a refused trace consumed a Python random draw"
+
+
+# ---- 2. side effects on Python state --------------------------------------------------------
+class AttentionMaps(nn.Module):
+    """Keeps every call's attention map, as visualisation code does."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(3, 3).double()
+        self.attn_maps = []
+
+    def forward(self, x):
+        attn = (self.q(x) @ x.T).softmax(-1)
+        self.attn_maps.append(attn.detach())
+        return attn @ x
+
+
+class RouterStats(nn.Module):
+    """A mixture-of-experts router that records its load per call in a dict and a set."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(3, 2).double()
+        self.stats = {}
+        self.seen_shapes = set()
+
+    def forward(self, x):
+        probs = self.gate(x).softmax(-1)
+        self.stats["load"] = probs.mean(0).detach()
+        self.stats.update(top=probs.argmax(-1))
+        self.seen_shapes.add(tuple(x.shape))
+        return probs
+
+
+class CallCounter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3).double()
+        self.calls = 0
+        self.seen = 0
+
+    def forward(self, x):
+        self.calls += 1
+        self.seen -= x.shape[0]
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("make", [AttentionMaps, RouterStats, CallCounter])
+@pytest.mark.parametrize("mode", ["GRAPH", "nn.Graph"])
+def test_stores_appends_and_counters_are_replayed_after_each_compiled_call(make, mode):
+    inputs = _inputs(10, 4, 3)
+    want = run(make, inputs, "eager")
+    got = run(make, inputs, mode)
+    assert_like_eager(got, want, mode)
+    assert not got.warned
+
+
+def test_a_counter_compiles_at_most_twice():
+    flow.manual_seed(0)
+    model = CallCounter()
+    with flow.mode(flow.GRAPH):
+        for (x,) in _inputs(40, 4, 3):
+            model(x)
+    assert model.calls == 40 and model.seen == -160
+    assert flow.graph.explain_retrace(model).__len__() <= 2, flow.graph.explain_retrace(model)
+
+
+class CountsForLogging(nn.Module):
+    """A counter whose value the forward uses: every call would be another graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3).double()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.lin(x) * (self.calls % 3)
+
+
+class PopsItsQueue(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.queue = [flow.zeros(4, 3, dtype=flow.float64)]
+
+    def forward(self, x):
+        old = self.queue.pop(0)
+        self.queue.append(x * 2)
+        return x + old
+
+
+class AccumulatesInDict(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.totals = {}
+
+    def forward(self, x):
+        self.totals["n"] = self.totals.get("n", 0) + x.shape[0]
+        return x * 2
+
+
+@pytest.mark.parametrize("make,words", [
+    (CountsForLogging, "CountsForLogging.calls is set by forward"),
+    (PopsItsQueue, "queue was changed in place with pop()"),
+    (AccumulatesInDict, "totals was read and changed"),
+])
+def test_other_side_effects_fall_back_or_are_refused(make, words):
+    inputs = _inputs(6, 4, 3)
+    want = run(make, inputs, "eager")
+    got = run(make, inputs, "GRAPH")
+    assert_like_eager(got, want, "GRAPH")
+    assert len(got.warned) == 1 and words in str(got.warned[0].message), \
+        [str(w.message) for w in got.warned]
+    refused = run(make, inputs, "nn.Graph")
+    assert refused.error is not None and words in str(refused.error), refused.error
+
+
+# ---- 4. hooks -------------------------------------------------------------------------------
+def _features_net(detach: bool):
+    """Perceptual-loss style feature collection: forward hooks store each layer's output in a
+    closure dict and in a list on the model; a pre-hook and a hook change input and output."""
+    def make():
+        model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+        features = {}
+        model.features = features
+        model.order = []
+
+        def keep(name):
+            def hook(module, args, out):
+                features[name] = out.detach() if detach else out
+                model.order.append(name)
+            return hook
+        model[0].register_forward_hook(keep("linear0"))
+        model[2].register_forward_hook(keep("linear2"))
+        model[1].register_forward_pre_hook(lambda m, args: (args[0] * 0.5,))
+        model[1].register_forward_hook(lambda m, args, out: out + 1)
+        return model
+    return make
+
+
+@pytest.mark.parametrize("mode", ["GRAPH", "nn.Graph"])
+def test_feature_collecting_forward_hooks_are_replayed(mode):
+    inputs, make = _inputs(5, 4, 3), _features_net(detach=True)
+    want = run(make, inputs, "eager")
+    got = run(make, inputs, mode)
+    assert_like_eager(got, want, mode)
+    assert not got.warned and len(got.attrs[".order"][1]) == 10
+
+
+def test_hooks_keeping_tensors_that_require_grad_fall_back_with_eagers_numbers():
+    inputs, make = _inputs(4, 4, 3), _features_net(detach=False)
+    want = run(make, inputs, "eager")
+    got = run(make, inputs, "GRAPH")
+    assert_like_eager(got, want, "GRAPH")
+    assert len(got.warned) == 1 and "requires grad" in str(got.warned[0].message)
+    assert "requires grad" in str(run(make, inputs, "nn.Graph").error)
+
+
+class GradCam(nn.Module):
+    """Grad-CAM keeps the gradient of an activation from a tensor hook set in forward; a second
+    hook scales the gradient flowing back."""
+
+    def __init__(self, keep: bool):
+        super().__init__()
+        self.body, self.head = nn.Linear(3, 4).double(), nn.Linear(4, 1).double()
+        self.keep, self.gradients = keep, []
+
+    def forward(self, x):
+        h = self.body(x).relu()
+        h.register_hook(lambda g: g * 0.5)
+        if self.keep:
+            h.register_hook(lambda g: self.gradients.append(g))
+        return self.head(h)
+
+
+def _backward(model, out):
+    model.zero_grad()
+    out.sum().backward()
+    return [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_tensor_hooks_run_with_eagers_gradients(keep):
+    inputs = _inputs(4, 4, 3)
+    want = run(lambda: GradCam(keep), inputs, "eager", step=_backward)
+    got = run(lambda: GradCam(keep), inputs, "GRAPH", step=_backward)
+    assert_like_eager(got, want, "GRAPH")
+    assert len(got.warned) == (1 if keep else 0)
+    assert len(got.attrs[".gradients"][1]) == (4 if keep else 0)
+
+
+# ---- 5. the parameter set and requires_grad ---------------------------------------------------
+def _fine_tune(mode: str, optimizer: str):
+    """Train with the first layer frozen, unfreeze it at the fourth step, train on."""
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    model[0].requires_grad_(False)
+    opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if optimizer == "SGD" \
+        else flow.optim.Adam(model.parameters(), lr=0.01)
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            loss = self.model(x).square().mean()
+            loss.backward()
+            return loss
+    step = Step()
+    losses = []
+    for i, (x,) in enumerate(_inputs(7, 4, 3)):
+        if i == 3:
+            model[0].requires_grad_(True)
+        if mode == "nn.Graph":
+            losses.append(step(x).numpy())
+            continue
+        with flow.mode(flow.GRAPH if mode == "GRAPH" else flow.EAGER):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        losses.append(loss.detach().numpy())
+    return losses, [p.detach().numpy() for p in model.parameters()], step
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+@pytest.mark.parametrize("mode", ["GRAPH", "nn.Graph"])
+def test_unfreezing_layers_after_the_first_call_trains_as_eager(mode, optimizer):
+    want_losses, want_params, _ = _fine_tune("eager", optimizer)
+    losses, params, step = _fine_tune(mode, optimizer)
+    np.testing.assert_array_equal(losses, want_losses)
+    for got, want in zip(params, want_params):
+        np.testing.assert_array_equal(got, want)
+    if mode == "nn.Graph":
+        assert "0.weight.requires_grad: False -> True" in str(step.explain_retrace())
+
+
+# ---- 6. double backward ---------------------------------------------------------------------
+def _wgan_gp(mode) -> tuple:
+    """WGAN-GP critic steps: the gradient penalty differentiates the critic's input gradient
+    (`create_graph=True`) through a critic with dropout."""
+    flow.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Dropout(0.3), nn.Linear(8, 1)).double()
+    opt = flow.optim.SGD(critic.parameters(), lr=0.05)
+    flow.manual_seed(1)
+    losses = []
+    for _ in range(4):
+        real, fake = flow.randn(5, 3, dtype=flow.float64), flow.randn(5, 3, dtype=flow.float64)
+        with flow.mode(mode):
+            alpha = flow.rand(5, 1, dtype=flow.float64)
+            mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+            grad, = flow.autograd.grad(critic(mixed).sum(), mixed, create_graph=True)
+            penalty = ((grad.norm(2, dim=1) - 1) ** 2).mean()
+            loss = critic(fake).mean() - critic(real).mean() + 10 * penalty
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        losses.append(loss.detach().numpy())
+    return losses, [p.detach().numpy() for p in critic.parameters()]
+
+
+def test_double_backward_in_graph_mode_gives_eagers_numbers_with_a_warning():
+    want_losses, want_params = _wgan_gp(flow.EAGER)
+    with pytest.warns(GraphBreakWarning, match="double backward"):
+        losses, params = _wgan_gp(flow.GRAPH)
+    np.testing.assert_array_equal(losses, want_losses)
+    for got, want in zip(params, want_params):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---- 7. retraces --------------------------------------------------------------------------------
+def test_dynamic_true_traces_once_for_every_batch_size():
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+
+    class Dynamic(nn.Graph):
+        def __init__(self):
+            super().__init__(dynamic=True)
+            self.model = model
+
+        def build(self, x):
+            return self.model(x)
+    graph = Dynamic()
+    for batch in (2, 5, 9, 33):
+        x = flow.randn(batch, 3, dtype=flow.float64)
+        np.testing.assert_array_equal(graph(x).numpy(), model(x).detach().numpy())
+    assert len(graph.explain_retrace()) == 1, graph.explain_retrace()
+
+
+def test_a_batch_first_rnn_output_does_not_compile_once_per_length():
+    flow.manual_seed(0)
+    encoder = nn.GRU(3, 4, batch_first=True).double()
+    decoder = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    with flow.no_grad():
+        for length in (3, 5, 7, 9, 11, 13):
+            with flow.mode(flow.GRAPH):
+                states, _ = encoder(flow.randn(2, length, 3, dtype=flow.float64))
+                assert not states.numpy().flags.c_contiguous   # the case at hand
+                got = decoder(states)
+            np.testing.assert_array_equal(got.numpy(), decoder(states).numpy())
+    assert len(flow.graph.explain_retrace(decoder)) <= 2, flow.graph.explain_retrace(decoder)
+
+
+class Repeats(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3).double()
+
+    def forward(self, x, steps=1, scale=1.0):
+        for _ in range(steps):
+            x = self.lin(x)
+        return x * scale
+
+
+def test_explain_retrace_names_python_arguments_that_changed():
+    model, (x,) = Repeats(), _inputs(1, 2, 3)[0]
+    with flow.mode(flow.GRAPH):
+        model(x, steps=2)
+        model(x, steps=3)
+        model(x, steps=3, scale=0.5)
+    log = [r.reasons for r in flow.graph.explain_retrace(model)]
+    assert log[1] == ("argument steps: 2 -> 3",)
+    assert log[2] == ("keyword arguments ['steps'] -> ['steps', 'scale']",)
+
+    class Build(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x, steps):
+            return self.model(x, steps)
+    graph = Build()
+    graph(x, 2)
+    graph(x, 5)
+    assert graph.explain_retrace()[-1].reasons == ("argument steps: 2 -> 5",)
