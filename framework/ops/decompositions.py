@@ -143,7 +143,8 @@ def _qr_kernel(xp, a, mode):
 
 def _qr_rule(a, mode):
     if len(a.shape) < 2:
-        raise ShapeError(f"linalg.qr: A must have at least 2 dimensions, got shape {tuple(a.shape)}")
+        raise ShapeError(f"linalg.qr: A must have at least 2 dimensions, got shape "
+                         f"{tuple(a.shape)}")
     *batch, m, n = a.shape
     k = m if mode == "complete" else min(m, n)
     q = TensorType((0,), a.dtype, a.device) if mode == "r" else \
@@ -233,11 +234,13 @@ def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
 # ---- svd -----------------------------------------------------------------------------------------
 def _svd_rule(a, full_matrices):
     if len(a.shape) < 2:
-        raise ShapeError(f"linalg.svd: A must have at least 2 dimensions, got shape {tuple(a.shape)}")
+        raise ShapeError(f"linalg.svd: A must have at least 2 dimensions, got shape "
+                         f"{tuple(a.shape)}")
     *batch, m, n = a.shape
     k = min(m, n)
     u, v = (m, n) if full_matrices else (k, k)
-    return (TensorType((*batch, m, u), a.dtype, a.device), TensorType((*batch, k), a.dtype, a.device),
+    return (TensorType((*batch, m, u), a.dtype, a.device),
+            TensorType((*batch, k), a.dtype, a.device),
             TensorType((*batch, v, n), a.dtype, a.device))
 
 
@@ -329,7 +332,8 @@ def _pinv_vjp(g, p, a, atol, rtol, hermitian):
         return (add(ga, matmul_op(matmul_op(p_t, p), sub(g_t, matmul_op(k, a)))),)
     k = matmul_op(p, g_t)
     pt_k = matmul_op(p_t, k)
-    ga = add(mul(mT(matmul_op(k, p)), -1.0), matmul_op(matmul_op(sub(g_t, matmul_op(a, k)), p), p_t))
+    ga = add(mul(mT(matmul_op(k, p)), -1.0),
+             matmul_op(matmul_op(sub(g_t, matmul_op(a, k)), p), p_t))
     return (add(ga, sub(pt_k, matmul_op(matmul_op(pt_k, p), a))),)
 
 
@@ -350,7 +354,8 @@ def pinv(A: Tensor, *, atol: float | None = None, rtol: float | None = None,
     if hermitian:
         square("linalg.pinv", A)
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else float(np.finfo(A.dtype.np).eps) * max(A.shape[-2:])
+        rtol = 0.0 if atol is not None and atol > 0 else \
+            float(np.finfo(A.dtype.np).eps) * max(A.shape[-2:])
     return pinv_op(A, atol=float(atol or 0.0), rtol=float(rtol), hermitian=bool(hermitian))
 
 

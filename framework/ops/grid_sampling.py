@@ -39,7 +39,7 @@ def _arrays(xp):
                            as_float=lambda mask, like: mask.astype(like.dtype))
 
 
-# ---- coordinate maps (arrays or tensors) ----------------------------------------------------------
+# ---- coordinate maps (arrays or tensors) ---------------------------------------------------------
 def _unnormalize(coord, size: int, align_corners: bool):
     """A normalized coordinate in [-1, 1] as a pixel position; returns (position, slope)."""
     if align_corners:
@@ -170,7 +170,7 @@ def _grid_sample_kernel(xp, x, grid, mode, padding_mode, align_corners):
     return out
 
 
-# ---- the VJP (tensors) ----------------------------------------------------------------------------
+# ---- the VJP (tensors) ---------------------------------------------------------------------------
 def _grid_sample_vjp(g, out, x, grid, mode, padding_mode, align_corners):
     n, c = x.shape[:2]
     spatial, out_shape = tuple(x.shape[2:]), tuple(grid.shape[1:-1])

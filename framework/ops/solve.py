@@ -54,7 +54,8 @@ def float_matrices(op: str, *xs) -> None:
         if x.dtype not in (dt.float32, dt.float64):
             raise TypeError(f"{op}: expected a float32 or float64 tensor, got {x.dtype}")
     if len({x.dtype for x in xs}) > 1:
-        raise TypeError(f"{op}: expected tensors of one dtype, got {', '.join(str(x.dtype) for x in xs)}")
+        raise TypeError(f"{op}: expected tensors of one dtype, got "
+                        f"{', '.join(str(x.dtype) for x in xs)}")
 
 
 def _system_type(op: str, a, b, left: bool) -> TensorType:
@@ -67,8 +68,9 @@ def _system_type(op: str, a, b, left: bool) -> TensorType:
     return TensorType(batch + tuple(b.shape[-2:]), b.dtype, b.device)
 
 
-def _batch_type(a, drop: int = 2, dtype=None) -> TensorType:
-    return TensorType(tuple(a.shape[:-drop]), dtype or a.dtype, a.device)
+def _batch_type(a) -> TensorType:
+    """One value per matrix of a batch."""
+    return TensorType(tuple(a.shape[:-2]), a.dtype, a.device)
 
 
 # ---- solve_triangular ----------------------------------------------------------------------------
@@ -144,11 +146,13 @@ solve_op = defop("solve", _solve_kernel,
 
 
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
-    """torch.linalg.solve: X with A X = B (or X A = B when left=False), batched; B is a vector (or a batch of them)
-    when it is 1-d or has one dim less than A with A's leading shape, as in PyTorch."""
+    """torch.linalg.solve: X with A X = B (or X A = B when left=False), batched; B is a vector
+    (or a batch of them) when it is 1-d or has one dim less than A with A's leading shape, as
+    in PyTorch."""
     float_matrices("linalg.solve", A, B)
     square("linalg.solve", A)
-    vector = B.ndim == 1 or (left and B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    vector = B.ndim == 1 or (left and B.ndim == A.ndim - 1 and
+                             tuple(B.shape) == tuple(A.shape[:-1]))
     if not vector:
         _system_type("linalg.solve", A, B, left)
         return solve_op(A, B, left=bool(left))
@@ -221,8 +225,12 @@ def _det_vjp(g, out, a):
     return (mul(_scalar_per_matrix(g), cofactor_op(a)),)
 
 
-det_op = defop("det", lambda xp, a: xp.asarray(xp.linalg.det(a), dtype=a.dtype),
-               lambda a: _batch_type(TensorType(square("linalg.det", a), a.dtype, a.device)),
+def _det_rule(a):
+    square("linalg.det", a)
+    return _batch_type(a)
+
+
+det_op = defop("det", lambda xp, a: xp.asarray(xp.linalg.det(a), dtype=a.dtype), _det_rule,
                _det_vjp, onnx="Det")
 
 
