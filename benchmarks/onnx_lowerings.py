@@ -32,6 +32,12 @@ def _layers(torch, nn):
         "ReflectionPad2d(3)": (*pair(fnn.ReflectionPad2d(3), nn.ReflectionPad2d(3)), shape),
         "PReLU(32)": (*pair(fnn.PReLU(32), nn.PReLU(32)), shape),
         "AdaptiveAvgPool2d(1)": (*pair(fnn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool2d(1)), shape),
+        "ReplicationPad2d(3)": (*pair(fnn.ReplicationPad2d(3), nn.ReplicationPad2d(3)), shape),
+        "LeakyReLU(0.1)": (*pair(fnn.LeakyReLU(0.1), nn.LeakyReLU(0.1)), shape),
+        "ELU": (*pair(fnn.ELU(), nn.ELU()), shape),
+        "SELU": (*pair(fnn.SELU(), nn.SELU()), shape),
+        "Hardsigmoid": (*pair(fnn.Hardsigmoid(), nn.Hardsigmoid()), shape),
+        "Hardswish": (*pair(fnn.Hardswish(), nn.Hardswish()), shape),
     }
 
 

@@ -5,16 +5,20 @@ layers, which ONNX Runtime runs in one pass (measured with `python3 -m benchmark
   pooling to 1x1, `x.mean((2, 3), keepdim=True)`) as `GlobalAveragePool(x)`;
 * `prelu`: `Where(x >= 0, x, x * w)` (PReLU) as `PRelu(x, w)`, when the product keeps x's
   shape (w broadcasts to x one way, as PRelu's slope must); both give x for +-0 and NaN for NaN;
-* `merge_reflect_pads`: reflection padding, which lowers to one `Pad(mode=reflect)` per padded
-  axis (framework/ops/join.py), as one Pad: reflecting one axis and then another is the same as
-  reflecting both at once.
+* `activations`: the composites LeakyReLU, ELU, SELU, Hardsigmoid and Hardswish lower to
+  (`Where(x > 0, x, ...)`, `Clip(x / 6 + 0.5, 0, 1)`) as LeakyRelu, Elu, Selu, HardSigmoid and
+  HardSwish (from opset 14); the same values, up to the rounding of alpha * x against x / 6;
+* `merge_pads`: reflection and replication padding, which lower to one `Pad(mode=reflect /
+  edge)` per padded axis (framework/ops/join.py), as one Pad: padding one axis and then another
+  in the same mode is the same as padding both at once.
 """
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
-from .fuse_layer_norm import _reduce_axes
+
+from .fuse_layer_norm import _reduce_axes, _scalar
 from .peephole import _attr, _Graph, _made_by, _without
 
 
@@ -62,14 +66,14 @@ def prelu(nodes: list, initializers: list, outputs: list, shape_of) -> list:
 
 
 def _widths(g: _Graph, pad) -> np.ndarray | None:
-    """A reflect Pad's constant widths, or None."""
-    if _attr(pad, "mode", b"constant") != b"reflect" or len(pad.input) > 3 or \
+    """A reflect or edge Pad's constant widths, or None."""
+    if _attr(pad, "mode", b"constant") not in (b"reflect", b"edge") or len(pad.input) > 3 or \
             pad.input[1] not in g.inits:
         return None
     return numpy_helper.to_array(g.inits[pad.input[1]]).astype(np.int64)
 
 
-def merge_reflect_pads(nodes: list, initializers: list, outputs: list, new_const) -> list:
+def merge_pads(nodes: list, initializers: list, outputs: list, new_const) -> list:
     """`new_const(array)` adds an initializer and returns its name."""
     g = _Graph(nodes, initializers, outputs)
     dropped = set()
@@ -78,7 +82,7 @@ def merge_reflect_pads(nodes: list, initializers: list, outputs: list, new_const
         inner = None if outer is None else _made_by(g, n.input[0], "Pad")
         widths = None if inner is None else _widths(g, inner)
         if widths is None or widths.shape != outer.shape or not g.read_once(inner.output[0]) \
-                or inner.output[0] in outputs:
+                or inner.output[0] in outputs or _attr(inner, "mode", 0) != _attr(n, "mode", 1):
             continue
         merged = new_const(widths + outer)
         g.inits[merged] = numpy_helper.from_array(widths + outer, merged)   # for a third Pad
@@ -86,3 +90,134 @@ def merge_reflect_pads(nodes: list, initializers: list, outputs: list, new_const
         dropped.add(id(inner))
     return _without(nodes, dropped, {})
 
+
+
+class _Chain:
+    """Walks single-reader producer chains back from a node; `used` collects what is passed."""
+
+    def __init__(self, g: _Graph, outputs: list):
+        self.g, self.outputs, self.used = g, outputs, []
+
+    def made(self, name: str, op_type: str):
+        """The `op_type` node producing `name`, if nothing else reads `name`."""
+        node = _made_by(self.g, name, op_type)
+        if node is None or not self.g.read_once(name) or name in self.outputs:
+            return None
+        self.used.append(node)
+        return node
+
+    def scaled(self, node, x: str | None = None):
+        """(other input, the scalar) of a two-input node with one scalar initializer input
+        (the other input must be `x` when given); else (None, None)."""
+        for i in (0, 1):
+            value = _scalar(self.g, node.input[i])
+            other = node.input[1 - i]
+            if value is not None and (x is None or other == x):
+                return other, float(value)
+        return None, None
+
+
+def _elu_alpha(chain: _Chain, x: str, negative: str):
+    """alpha when `negative` is alpha * (exp(min(x, 0)) - 1) (F.elu's negative branch)."""
+    mul = chain.made(negative, "Mul")
+    inner, alpha = chain.scaled(mul) if mul is not None else (None, None)
+    sub = chain.made(inner, "Sub") if inner else None
+    exp = chain.made(sub.input[0], "Exp") if sub is not None and \
+        _scalar(chain.g, sub.input[1]) == 1.0 else None
+    clip = chain.made(exp.input[0], "Clip") if exp is not None else None
+    if clip is None or clip.input[0] != x or len(clip.input) != 3 or clip.input[1] or \
+            _scalar(chain.g, clip.input[2]) != 0.0:
+        return None
+    return alpha
+
+
+def _positive_part(g: _Graph, outputs: list, where):
+    """(chain, x, the other branch) of `Where(x > 0, x, other)`, or None."""
+    chain = _Chain(g, outputs)
+    cond, x, other = where.input
+    test = chain.made(cond, "Greater")
+    if test is None or test.input[0] != x or _scalar(g, test.input[1]) != 0.0:
+        return None
+    return chain, x, other
+
+
+def _rewrite_where(g: _Graph, outputs: list, n):
+    """LeakyRelu or Elu for `Where(x > 0, x, x * s)` or the ELU form; (op, attrs, chain)."""
+    found = _positive_part(g, outputs, n)
+    if found is None:
+        return None
+    chain, x, other = found
+    mul = _made_by(g, other, "Mul")
+    if mul is not None and chain.scaled(mul, x)[0] == x and g.read_once(other):
+        chain.used.append(mul)
+        return "LeakyRelu", {"alpha": chain.scaled(mul, x)[1]}, chain
+    alpha = _elu_alpha(chain, x, other)
+    return None if alpha is None else ("Elu", {"alpha": alpha}, chain)
+
+
+def _hard_sigmoid(g: _Graph, outputs: list, clip):
+    """(alpha, beta, chain, x) of `Clip(x / d + beta, 0, 1)` (alpha = 1 / d), or None."""
+    if len(clip.input) != 3 or _scalar(g, clip.input[1]) != 0.0 or \
+            _scalar(g, clip.input[2]) != 1.0:
+        return None
+    chain = _Chain(g, outputs)
+    add = chain.made(clip.input[0], "Add")
+    scaled, beta = chain.scaled(add) if add is not None else (None, None)
+    div = chain.made(scaled, "Div") if scaled else None
+    if div is None or _scalar(g, div.input[1]) is None:
+        return None
+    return float(1.0 / _scalar(g, div.input[1])), beta, chain, div.input[0]
+
+
+def _become(node, op_type: str, inputs: list, **attrs) -> None:
+    node.op_type = op_type
+    node.input[:] = inputs
+    del node.attribute[:]
+    node.attribute.extend(helper.make_attribute(k, v) for k, v in attrs.items())
+
+
+def activations(nodes: list, initializers: list, outputs: list, opset: int) -> list:
+    g = _Graph(nodes, initializers, outputs)
+    dropped = set()
+    for n in nodes:
+        if n.op_type == "Where":
+            found = _rewrite_where(g, outputs, n)
+            if found is not None:
+                op_type, attrs, chain = found
+                _become(n, op_type, [n.input[1]], **attrs)
+                dropped.update(id(m) for m in chain.used)
+        elif n.op_type == "Clip":
+            found = _hard_sigmoid(g, outputs, n)
+            if found is not None:
+                alpha, beta, chain, x = found
+                _become(n, "HardSigmoid", [x], alpha=alpha, beta=beta)
+                dropped.update(id(m) for m in chain.used)
+    nodes = _without(nodes, dropped, {})
+    return _scaled_activations(nodes, initializers, outputs, opset)
+
+
+def _scaled_activations(nodes: list, initializers: list, outputs: list, opset: int) -> list:
+    """`Elu(x) * gamma` as Selu (SELU), and `x * HardSigmoid(x)` with PyTorch's 1/6 and 1/2
+    as HardSwish (opset 14)."""
+    g = _Graph(nodes, initializers, outputs)
+    dropped = set()
+    for n in nodes:
+        if n.op_type != "Mul":
+            continue
+        chain = _Chain(g, outputs)
+        for i in (0, 1):
+            elu = chain.made(n.input[i], "Elu")
+            gamma = _scalar(g, n.input[1 - i])
+            if elu is not None and gamma is not None:
+                _become(n, "Selu", [elu.input[0]], alpha=_attr(elu, "alpha", 1.0),
+                        gamma=float(gamma))
+                dropped.add(id(elu))
+                break
+            hard = chain.made(n.input[i], "HardSigmoid")
+            if opset >= 14 and hard is not None and hard.input[0] == n.input[1 - i] and \
+                    np.isclose(_attr(hard, "alpha", 0.2), 1 / 6) and \
+                    _attr(hard, "beta", 0.5) == 0.5:
+                _become(n, "HardSwish", [hard.input[0]])
+                dropped.add(id(hard))
+                break
+    return _without(nodes, dropped, {})

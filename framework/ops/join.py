@@ -124,28 +124,54 @@ def _reflected_piece(ctx, value, d: int):
     """(source value, start, length) when `value` is flip(narrow(source, d, start, length)) along
     dim d, as `_reflect_side` builds it; else None."""
     flip = ctx.producer(value)
-    narrow = None if flip is None or flip.op is not flip_op or \
-        tuple(flip.attrs["dims"]) != (d,) else ctx.producer(flip.inputs[0])
+    if flip is None or flip.op is not flip_op or tuple(flip.attrs["dims"]) != (d,):
+        return None
+    return _narrowed(ctx, flip.inputs[0], d)
+
+
+def _replicated_piece(ctx, value, d: int):
+    """(source value, start, width) when `value` is broadcast_to(narrow(source, d, start, 1))
+    `width` wide along dim d, as `_replicate_side` builds it; else None."""
+    spread = ctx.producer(value)
+    found = None if spread is None or spread.op is not broadcast_to else \
+        _narrowed(ctx, spread.inputs[0], d)
+    if found is None or found[2] != 1:
+        return None
+    return found[0], found[1], ctx.shape(value)[d]
+
+
+def _narrowed(ctx, value, d: int):
+    """(source value, start, length) when `value` is narrow(source, d, start, length)."""
+    narrow = ctx.producer(value)
     if narrow is None or narrow.op is not narrow_op or \
             narrow.attrs["dim"] % len(value.type.shape) != d:
         return None
     return narrow.inputs[0], ctx.attr(narrow, "start"), ctx.attr(narrow, "length")
 
 
+# ONNX Pad mode of F.pad's pieces: (their finder, the left piece's start, the right piece's
+# start for a dim of size n and a right width w)
+_PAD_PIECES = {"reflect": (_reflected_piece, 1, lambda n, w: n - 1 - w),
+               "edge": (_replicated_piece, 0, lambda n, w: n - 1)}
+
+
 def _lower_cat(ctx, node):
-    """Concat; F.pad's reflect mode on one dim (`_reflect_side`: the reflected pieces on both
-    sides of x) as one Pad(mode=reflect), as PyTorch exports it and ONNX Runtime runs in one
-    pass (the export merges the Pads of successive dims)."""
+    """Concat; F.pad's reflect and replicate modes on one dim (`_reflect_side`,
+    `_replicate_side`: pieces of x on both sides of it) as one Pad(mode=reflect / edge), as
+    PyTorch exports them and ONNX Runtime runs in one pass (the export merges the Pads of
+    successive dims)."""
     d = node.attrs["dim"]
     if len(node.inputs) == 3:
-        x, pieces = node.inputs[1], [_reflected_piece(ctx, node.inputs[k], d) for k in (0, 2)]
-        if all(p is not None and p[0].id == x.id and isinstance(p[2], int) for p in pieces) and \
-                pieces[0][1] == 1 and \
-                _same_size(pieces[1][1], ctx.shape(x)[d] - 1 - pieces[1][2]):
-            rank = len(x.type.shape)
-            widths = [0] * (2 * rank)
-            widths[d], widths[rank + d] = pieces[0][2], pieces[1][2]
-            return ctx.emit("Pad", [ctx.input(node, 1), ctx.ints(widths)], mode="reflect")
+        x, n = node.inputs[1], ctx.shape(node.inputs[1])[d]
+        for mode, (piece, left_start, right_start) in _PAD_PIECES.items():
+            left, right = (piece(ctx, node.inputs[k], d) for k in (0, 2))
+            if all(p is not None and p[0].id == x.id and isinstance(p[2], int)
+                   for p in (left, right)) and left[1] == left_start and \
+                    _same_size(right[1], right_start(n, right[2])):
+                rank = len(x.type.shape)
+                widths = [0] * (2 * rank)
+                widths[d], widths[rank + d] = left[2], right[2]
+                return ctx.emit("Pad", [ctx.input(node, 1), ctx.ints(widths)], mode=mode)
     return ctx.emit("Concat", ctx.inputs(node), axis=d)
 
 

@@ -121,3 +121,54 @@ def test_other_means_are_left_as_reduce_mean():
             return x.mean((1, 2), keepdim=True), x.mean((2, 3))
     proto = matches_at_two_sizes(Rows(), [(2, 3, 5, 6), (3, 3, 9, 4)], 17)
     assert "GlobalAveragePool" not in _ops(proto)
+
+
+@pytest.mark.parametrize("opset", [10, 11, 13, 17])
+def test_replication_pad_is_one_edge_pad(opset):
+    model = nn.ReplicationPad2d((2, 0, 1, 3))
+    proto = matches_at_two_sizes(model, [(2, 3, 5, 6), (3, 3, 8, 4)], opset)
+    assert _ops(proto) == ["Pad"]
+    x = np.random.default_rng(3).standard_normal((1, 3, 4, 5)).astype(np.float32)
+    want = torch.nn.ReplicationPad2d((2, 0, 1, 3))(torch.tensor(x)).numpy()
+    np.testing.assert_array_equal(run(proto, [x])[0], want)
+
+
+ACTIVATIONS = {  # layer, the single ONNX op it exports as (from opset 14 for HardSwish)
+    "leaky_relu": (lambda: nn.LeakyReLU(0.1), "LeakyRelu"),
+    "elu": (lambda: nn.ELU(0.7), "Elu"),
+    "selu": (lambda: nn.SELU(), "Selu"),
+    "hardsigmoid": (lambda: nn.Hardsigmoid(), "HardSigmoid"),
+    "hardswish": (lambda: nn.Hardswish(), "HardSwish"),
+}
+SPECIAL = np.array([0.0, -0.0, np.nan, -np.inf, np.inf, -3.0, 3.0, -1e-3, 50.0, -50.0],
+                   np.float32)
+
+
+@pytest.mark.parametrize("opset", [10, 13, 17])
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_is_its_onnx_op(name, opset):
+    make, op_type = ACTIVATIONS[name]
+    model = make()
+    proto = matches_at_two_sizes(model, [(2, 3, 4, 5), (3, 3, 6, 2)], opset)
+    if op_type == "HardSwish" and opset < 14:
+        assert sorted(_ops(proto)) == ["HardSigmoid", "Mul"]
+    else:
+        assert _ops(proto) == [op_type]
+    x = np.broadcast_to(SPECIAL, (1, 3, 1, SPECIAL.size)).copy()
+    got = run(proto, [x])[0]
+    args = {"leaky_relu": (0.1,), "elu": (0.7,)}.get(name, ())
+    want = getattr(torch.nn.functional, name)(torch.tensor(x), *args).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-7)   # alpha * x vs x / 6: an ulp
+
+
+def test_activation_look_alikes_stay_as_they_are():
+    class LookAlikes(nn.Module):
+        def forward(self, x, y):
+            scaled = flow.where(x > 0, x, y * 0.1)          # the other branch reads y
+            clipped = (x / 6 + 0.5).clamp(0.0, 2.0)         # not clipped to [0, 1]
+            shifted = flow.where(x > 1, x, x * 0.1)         # compared with 1
+            return scaled, clipped, shifted
+    args = (_x(2, 3), _x(2, 3, seed=1))
+    proto = export_checked(LookAlikes(), args, 17)
+    assert not {"LeakyRelu", "HardSigmoid", "Elu"} & set(_ops(proto))
+    assert_close(run(proto, [a.numpy() for a in args]), eager_outputs(LookAlikes(), args))
