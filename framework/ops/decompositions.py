@@ -16,12 +16,12 @@ import numpy as np
 
 from .. import dtype as dt
 from ..tensor import Tensor
-from .arith import _grad_if, add, div, mul, sub
+from .arith import add, div, mul, sub
 from .linalg import matmul_op
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import narrow, unsqueeze
-from .solve import LinAlgError, checked_linalg, float_matrices, mT, solve_triangular_op, square
+from .solve import LinAlgError, float_matrices, mT, solve_triangular_op, square
 from .structure import diag_embed, diagonal, tril, triu
 
 _CHOLESKY_EX = namedtuple("cholesky_ex", ("L", "info"))

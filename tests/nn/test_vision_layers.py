@@ -8,7 +8,6 @@ import pytest
 
 import dualflow as flow
 import dualflow.nn.functional as F
-from dualflow import nn
 from dualflow.ops import ShapeError
 
 from .functional_parity import function_parity
