@@ -5,12 +5,25 @@ linear algebra in its BLAS, which starts one thread per core; its elementwise lo
 thread. So the thread count that matters is the BLAS's (and that of any OpenMP runtime loaded in
 the process, which PyTorch's setting also governs). threadpoolctl sets it through each library's
 own control (OpenBLAS, MKL, BLIS, OpenMP), for the whole process, like `torch.set_num_threads`.
+
+Elementwise work that is big enough to be cut into independent blocks (compiled fused groups)
+runs its blocks on `run_blocks`' thread pool of the same size: NumPy's ufunc loops release the
+GIL, so the blocks' arithmetic runs on all the cores while Python dispatches the next block.
+Cutting an elementwise computation into blocks changes no result bit.
 """
 from __future__ import annotations
 
 import numbers
+import os
+import queue
+import threading
+from typing import Callable
 
 import threadpoolctl
+
+_threads: int | None = None   # set_num_threads' count; None: the BLAS's, read at first use
+_pool: _Workers | None = None
+_pool_key: tuple | None = None  # (threads, pid) the pool was made for: a forked child remakes it
 
 
 def set_num_threads(num: int) -> None:
@@ -21,6 +34,8 @@ def set_num_threads(num: int) -> None:
     if num < 1:
         raise RuntimeError(f"set_num_threads expects a positive integer, got {num}")
     threadpoolctl.threadpool_limits(limits=int(num))
+    global _threads
+    _threads = int(num)
 
 
 def get_num_threads() -> int:
@@ -29,3 +44,80 @@ def get_num_threads() -> int:
     counts = [info["num_threads"] for info in threadpoolctl.threadpool_info()
               if info["user_api"] == "blas"]
     return max(counts, default=1)
+
+
+def block_threads() -> int:
+    """The threads `run_blocks` uses: `set_num_threads`' count, else the BLAS's at first use."""
+    global _threads
+    if _threads is None:
+        _threads = get_num_threads()
+    return _threads
+
+
+class _Workers:
+    """`count` daemon threads, each serving its own queue of `(fn, arg, reply)` jobs: job i of
+    a call goes to thread i, so a call's runs are spread over distinct threads."""
+
+    def __init__(self, count: int):
+        self.queues = [queue.SimpleQueue() for _ in range(count)]
+        for q in self.queues:
+            threading.Thread(target=self._serve, args=(q,), daemon=True,
+                             name="dualflow-cpu").start()
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue) -> None:
+        while (job := jobs.get()) is not None:
+            fn, arg, reply = job
+            try:
+                fn(arg)
+            except BaseException as err:  # handed to the caller, which raises it
+                reply.put(err)
+            else:
+                reply.put(None)
+
+    def close(self) -> None:
+        for q in self.queues:
+            q.put(None)
+
+
+def _workers(threads: int) -> _Workers:
+    """`threads - 1` workers (the calling thread is the last one), made anew after a count
+    change or a fork (a forked child has none of its parent's threads)."""
+    global _pool, _pool_key
+    key = (threads, os.getpid())
+    if _pool_key != key:
+        if _pool is not None and _pool_key[1] == key[1]:
+            _pool.close()
+        _pool, _pool_key = _Workers(threads - 1), key
+    return _pool
+
+
+def run_blocks(block: Callable[[int], None], total: int, rows: int) -> None:
+    """`block(lo)` for every `lo` in `range(0, total, rows)`; blocks must touch disjoint output
+    (each writes its own rows). With several threads, the blocks are split into contiguous runs,
+    one per thread, the calling thread taking the first; an error in a block is raised here
+    once every run has ended."""
+    starts = range(0, total, rows)
+    threads = min(block_threads(), len(starts))
+    if threads <= 1:
+        _run(block, starts)
+        return
+    workers = _workers(block_threads())
+    runs = [starts[i * len(starts) // threads:(i + 1) * len(starts) // threads]
+            for i in range(threads)]
+    reply: queue.SimpleQueue = queue.SimpleQueue()
+    for jobs, run in zip(workers.queues, runs[1:]):
+        jobs.put((lambda r: _run(block, r), run, reply))
+    errors = []
+    try:
+        _run(block, runs[0])
+    except BaseException as err:
+        errors.append(err)
+    errors += [e for e in (reply.get() for _ in runs[1:]) if e is not None]
+    if errors:
+        raise errors[0]
+
+
+def _run(block: Callable[[int], None], starts: range) -> None:
+    for lo in starts:
+        block(lo)

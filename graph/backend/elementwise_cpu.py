@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from dualflow.cpu_threads import run_blocks
 from dualflow.ops.constants import zeros_view
 
 from ..ir import fused
@@ -51,7 +52,8 @@ class _BodyCompiler:
     Big bodies run block by block over the result's first axis (all steps on one block, then the
     next): intermediates and kernel temporaries are block-sized, so the group is one pass over
     memory and its transient memory is small. Elementwise steps make blocks independent, so the
-    result is the same, bit for bit."""
+    result is the same, bit for bit, and the blocks run on the `flow.set_num_threads` threads
+    (`run_blocks`; each block allocates its own scratch)."""
 
     def __init__(self, body, xp, alias: int | None):
         self.body, self.xp, self.alias = body, xp, alias
@@ -62,7 +64,8 @@ class _BodyCompiler:
         for j, s in enumerate(self.steps):
             for a in s.args:
                 self.last_read[self.resolve(a)] = j
-        self.env = {"xp": xp, "_empty": xp.empty, "_copyto": xp.copyto}
+        self.env = {"xp": xp, "_empty": xp.empty, "_copyto": xp.copyto,
+                    "_run_blocks": run_blocks}
         self.holder: dict = {}    # buffer name -> ref of the value it holds (None: free)
         self.btype: dict = {}     # buffer name -> (shape, dtype)
         self.root_writes = can_write_out(self.steps[-1])
@@ -202,7 +205,7 @@ class _BodyCompiler:
         ind = self.ind
         if self.rows:
             total = source_text.dim(root_t.shape[0])
-            lines.append(f"    for lo in range(0, {total}, {self.rows}):")
+            lines.append("    def block(lo):")
             lines.append(f"{ind}hi = lo + {self.rows}")
             lines.append(f"{ind}n = min(hi, {total}) - lo")
             lines += [f"{ind}c{i} = x{i}[lo:hi]" for i, t in enumerate(self.body.input_types)
@@ -214,6 +217,7 @@ class _BodyCompiler:
         if self.rows:
             if result != "o":
                 lines.append(f"{ind}_copyto(o, {result})")
+            lines.append(f"    _run_blocks(block, {total}, {self.rows})")
             lines.append("    return out")
         elif result != "o":
             lines.append(f"    if out is not None:\n        _copyto(out, {result})\n"
