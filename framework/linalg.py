@@ -103,7 +103,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     if A.ndim < 2:
         raise ShapeError(f"linalg.lstsq: A must have at least 2 dimensions, got shape "
                          f"{tuple(A.shape)}")
-    vector = B.ndim == A.ndim - 1
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
     rhs = unsqueeze(B, -1) if vector else B
     m, n = A.shape[-2:]
     if rhs.ndim < 2 or rhs.shape[-2] != m:

@@ -60,6 +60,8 @@ CASES = [
          (_rand(6, 3), _rand(6, 2, seed=1)), (0, 1)),
     Case("lstsq_gelss_vector", lambda lib, a, b: tuple(lib.linalg.lstsq(a, b, driver="gelss")),
          (_rand(2, 6, 3), _rand(2, 6, seed=1)), (0, 1)),
+    Case("lstsq_1d", lambda lib, a, b: lib.linalg.lstsq(a, b, driver="gelsd").residuals,
+         (_rand(4, 3), _rand(4, seed=1)), (0, 1)),
     Case("lstsq_gelsy_rank", lambda lib, a, b: tuple(lib.linalg.lstsq(a, b)),
          (_rand(5, 3), _rand(5, 2, seed=1)), (0, 1)),
 ] + [Case(f"matrix_norm_{o}", lambda lib, x, o=o: lib.linalg.matrix_norm(x, o), (_rand(2, 3, 4),),
@@ -146,6 +148,15 @@ def test_qr_gradient_refuses_where_pytorch_does():
     q, r = flow.linalg.qr(x)
     with pytest.raises(RuntimeError, match="linalg.qr: the derivative is implemented for"):
         (q.sum() + r.sum()).backward()
+
+
+def test_lstsq_broadcasts_batches():
+    """A (2, 4, 3) with B (4, 2): B is a matrix shared by the batch (PyTorch 2.13's CPU lstsq
+    refuses this; its documentation says batch dims broadcast), against NumPy per matrix."""
+    a, b = _rand(2, 4, 3), _rand(4, 2, seed=1)
+    got = flow.linalg.lstsq(flow.tensor(a), flow.tensor(b)).solution.numpy()
+    want = np.stack([np.linalg.lstsq(m, b, rcond=None)[0] for m in a])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_lstsq_outputs_per_driver():
