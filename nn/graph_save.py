@@ -24,6 +24,7 @@ from dualflow.graph.capture import saved
 from dualflow.graph.capture.optim_step import hyper_parameters
 from dualflow.graph.ir.serialize import Decoder, Encoder, SerializeError, bind, encode_type
 from dualflow.graph.ir.serialize_types import rename_symbols
+from dualflow.graph.ir.symbolic import SymInt
 from dualflow.graph.capture.call_trace import scope_names
 from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
@@ -63,6 +64,44 @@ def _symbols_made_equal(cache) -> dict:
 def _saved_key(dec: Decoder, saved_key: dict) -> dict:
     return {name: dec.value(saved_key[name])
             for name in ("leaves", "structure", "flags", "grad", "autocast")}
+
+
+def _check_keys(graph, keys: list, where: str) -> None:
+    """Each saved key's tensor arguments have the types the graph's inputs declare (a crafted
+    key would replay the graph on arguments of other shapes or dtypes); the sizes of symbolic
+    dims must agree with one value per symbol."""
+    for key in keys:
+        leaves = key["leaves"]
+        if len(leaves) > len(graph.inputs):
+            raise SerializeError(f"{where}: a saved call passes {len(leaves)} tensors to graph "
+                                 f"'{graph.name}', which takes {len(graph.inputs)}")
+        sizes: dict = {}
+        for i, (leaf, v) in enumerate(zip(leaves, graph.inputs)):
+            try:
+                shape, dtype, dims = tuple(leaf[0]), np.dtype(leaf[2]), tuple(v.type.shape)
+            except (TypeError, IndexError, ValueError):
+                raise SerializeError(f"{where}: malformed saved call {leaf!r:.80}") from None
+            if len(shape) != len(dims) or dtype != v.type.dtype.np or \
+                    not all(_dim_fits(n, d, sizes) for n, d in zip(shape, dims)):
+                raise SerializeError(f"{where}: a saved call passes a {dtype}{list(shape)} "
+                                     f"tensor as input {i} of graph '{graph.name}', which "
+                                     f"declares {v.type}")
+
+
+def _dim_fits(n, d, sizes: dict) -> bool:
+    """Whether size `n` fits dim `d`: equal to an int dim, or to a symbolic one of the form
+    c*s + k with s taking one value across the call (`sizes`)."""
+    if type(d) is not SymInt:
+        return type(n) is int and n == d
+    terms = dict(d.expr.terms)
+    var = [(m, c) for m, c in terms.items() if m]
+    if type(n) is not int or len(var) != 1 or len(var[0][0]) != 1:
+        return False
+    (name,), c = var[0]
+    k = terms.get((), 0)
+    if c <= 0 or (n - k) % c or (n - k) // c < 0:
+        return False
+    return sizes.setdefault(name, (n - k) // c) == (n - k) // c
 
 
 def _live_key(k: dict, middle: tuple) -> tuple:
@@ -272,6 +311,8 @@ def load_graph(g, path) -> None:
         raise SerializeError(f"{where}: malformed file structure ({exc})") from None
     names = scope_names(g._modules)[0]   # as nn.Graph's traces name optimizer state
     _check_graph_updates(graphs, trials, names, where)
+    for rec, gs in zip(records, graphs):
+        _check_keys(gs["graph"], rec["keys"], where)
     lr_type = Tensor._wrap(np.zeros((), np.float64))
     planned = {**_graph_tensors(g), **_optimizer_tensors(trials, names),
                **{f"optimizer{oi}.group{gi}.lr": lr_type for oi, opt in enumerate(trials)

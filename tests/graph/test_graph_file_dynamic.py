@@ -2,10 +2,13 @@
 loads: the trace met `scores' batch == targets' batch` as a guard between two symbols, and the
 file holds the graph over one symbol, so it verifies by itself and replays every saved size
 with the same losses, without tracing."""
+import json
+
 import dualflow as flow
 import numpy as np
+import pytest
 from dualflow import nn
-from dualflow.graph import Trace
+from dualflow.graph import SerializeError, Trace
 from dualflow.graph.ir.serialize_types import rename_symbols
 
 from .models import make
@@ -83,3 +86,32 @@ def test_symbols_are_renamed_in_sizes_and_float_expressions():
     assert sized == {"$": "symint", "size": "s0*5", "hint": 40}
     assert floated["x"]["float"] == "0.1 * (s0 * 36) / (s0 * 36 - 1)"
     assert rename_symbols(data, {}) is data
+
+
+def _with_leaf_shapes(path, out, shapes):
+    obj = flow.load(path)
+    structure = json.loads(obj["structure"])
+    leaves = structure["entries"][-1]["keys"][0]["leaves"]
+    for leaf, shape in zip(leaves, shapes):
+        leaf[0] = shape
+    obj["structure"] = json.dumps(structure)
+    flow.save(obj, out)
+    return out
+
+
+def test_a_saved_call_that_does_not_fit_its_graph_is_refused(tmp_path):
+    """A crafted key would replay a graph on arguments of other shapes: each key's tensors
+    must fit the graph's inputs, one size per symbol."""
+    model, opt = _parts()
+    g = TrainGraph(model, opt)
+    for n in SIZES:
+        g(*_batch(n, n))
+        g(*_batch(n, n))
+    g.save(tmp_path / "dyn.dfg")
+    for shapes, match in (([[5, 10], [6]], r"int64\[6\] tensor as input 1"),
+                          ([[5, 11], [5]], r"float32\[5, 11\] tensor as input 0"),
+                          ([[5, 10, 1], [5]],
+                           r"input 0 of graph 'TrainGraph', which declares f32\[s\d,10\]")):
+        path = _with_leaf_shapes(tmp_path / "dyn.dfg", tmp_path / "bad.dfg", shapes)
+        with pytest.raises(SerializeError, match=match):
+            TrainGraph.load(path, *_parts())
