@@ -104,6 +104,9 @@ class Reference:
                 for p, g in zip(live, trace.inputs(zeros)):
                     p.grad = g
                 opt._step_all()
+        except Exception as exc:  # noqa: BLE001 - whatever stops the check refuses the file
+            raise SerializeError(f"the {type(opt).__name__}'s update cannot be traced to check "
+                                 f"the saved one ({type(exc).__name__}: {exc})") from None
         finally:
             for b in bindings:
                 b.refresh_group()

@@ -165,3 +165,13 @@ def test_every_optimizer_s_graph_passes_its_own_check(tmp_path, name, kw):
     g2 = TrainGraph.load(tmp_path / "g.dfg", model2,
                          getattr(flow.optim, name)(model2.parameters(), lr=0.01, **kw))
     assert [g(x, y).item() for _ in range(2)] == [g2(x, y).item() for _ in range(2)]
+
+
+def test_an_update_that_cannot_be_traced_refuses_the_file(sgd_file, monkeypatch):
+    model, opt = _stepped(flow.optim.SGD, **SGD)
+
+    def untraceable(self):
+        raise RuntimeError("reads a value in Python")
+    monkeypatch.setattr(flow.optim.SGD, "_step_all", untraceable)
+    _refused(sgd_file[0], model, opt, "SGD's update cannot be traced to check the saved one "
+                                      r"\(RuntimeError: reads a value in Python\)")
