@@ -5,7 +5,7 @@ from . import constraints, transforms
 from .constraint_registry import biject_to, transform_to
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
-from .counts import Binomial, Geometric, Multinomial
+from .counts import Binomial, Geometric, Multinomial, NegativeBinomial
 from .dirichlet import Dirichlet
 from .distribution import Distribution
 from .exponential import Exponential, Laplace, Poisson
@@ -17,8 +17,10 @@ from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .relaxed import (ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli,
                       RelaxedOneHotCategorical)
-from .student_t import Chi2, StudentT
-from .transformed_distribution import HalfNormal, LogNormal, TransformedDistribution
+from .student_t import Chi2, FisherSnedecor, StudentT
+from .transformed_distribution import TransformedDistribution
+from .transformed_families import (Gumbel, HalfNormal, LogisticNormal, LogNormal, Pareto,
+                                   Weibull)
 from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform,
                          IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
                          PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
@@ -27,12 +29,13 @@ from .uniform import Uniform
 
 __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical",
            "Chi2", "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical",
-           "ExpTransform", "Exponential", "Gamma", "Geometric", "HalfNormal", "Independent",
-           "IndependentTransform", "Laplace", "LogNormal", "LogitRelaxedBernoulli",
-           "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
-           "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
+           "ExpTransform", "Exponential", "FisherSnedecor", "Gamma", "Geometric", "Gumbel",
+           "HalfNormal", "Independent", "IndependentTransform", "Laplace", "LogNormal",
+           "LogisticNormal", "LogitRelaxedBernoulli", "LowerCholeskyTransform",
+           "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal",
+           "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson",
            "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
            "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
-           "TransformedDistribution", "Uniform", "biject_to", "constraints", "identity_transform",
-           "kl_divergence", "register_kl", "transform_to", "transforms"]
+           "TransformedDistribution", "Uniform", "Weibull", "biject_to", "constraints",
+           "identity_transform", "kl_divergence", "register_kl", "transform_to", "transforms"]

@@ -1,5 +1,5 @@
-"""Binomial(total_count, probs | logits), Multinomial(total_count, probs | logits) and
-Geometric(probs | logits)."""
+"""Binomial(total_count, probs | logits), Multinomial(total_count, probs | logits),
+Geometric(probs | logits) and NegativeBinomial(total_count, probs | logits)."""
 from __future__ import annotations
 
 import math
@@ -11,6 +11,7 @@ from . import constraints
 from .bernoulli import one_of
 from .categorical import Categorical
 from .distribution import Distribution
+from .gamma import Gamma
 from .utils import (all_true, broadcast_all, concrete, lazy_property, logits_to_probs,
                     probs_to_logits, tiny_of)
 
@@ -236,3 +237,67 @@ class Geometric(Distribution):
     def entropy(self):
         return ops.binary_cross_entropy_with_logits(self.logits, self.probs,
                                                     reduction="none") / self.probs
+
+
+class NegativeBinomial(Distribution):
+    """Successes before `total_count` failures of trials with success probability `probs`:
+    a Poisson count whose rate is Gamma(total_count, exp(-logits)) distributed."""
+
+    arg_constraints = {"total_count": constraints.greater_than_eq(0),
+                       "probs": constraints.half_open_interval(0.0, 1.0),
+                       "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args=None):
+        param, name = one_of(probs, logits)
+        total_count, param = broadcast_all(total_count, param)
+        self.total_count = total_count.to(param.dtype)
+        self.__dict__[name] = param
+        self._param = param
+        super().__init__(param.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._expanded(NegativeBinomial, batch_shape, _instance,
+                             ("total_count", "probs", "logits"))
+        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
+        return new
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.shape
+
+    @property
+    def mean(self):
+        return self.total_count * self.logits.exp()
+
+    @property
+    def mode(self):
+        return ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0.0)
+
+    @property
+    def variance(self):
+        return self.mean / ops.sigmoid(-self.logits)
+
+    def sample(self, sample_shape=Size()):
+        with no_grad():
+            rates = Gamma(self.total_count, (-self.logits).exp(),
+                          validate_args=False).sample(sample_shape)
+            return ops.poisson(rates)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        n = self.total_count
+        unnormalized = n * ops.logsigmoid(-self.logits) + value * ops.logsigmoid(self.logits)
+        normalization = -ops.lgamma(n + value) + ops.lgamma(1.0 + value) + ops.lgamma(n)
+        # no trials and no successes: probability 1 (the lgamma terms are infinite there)
+        normalization = ops.where(n + value == 0, 0.0, normalization)
+        return unnormalized - normalization

@@ -9,6 +9,7 @@ from .. import ops
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical
 from .counts import Binomial, Geometric
+from .transformed_families import Gumbel, Pareto
 from .dirichlet import Dirichlet
 from .distribution import Distribution
 from .exponential import Exponential, Laplace, Poisson
@@ -24,6 +25,7 @@ __all__ = ["kl_divergence", "register_kl"]
 _KL_REGISTRY: dict = {}     # (type_p, type_q) -> function
 _KL_MEMOIZE: dict = {}      # the dispatch's answer per concrete pair
 _INF = float("inf")
+_EULER_GAMMA = 0.5772156649015329
 
 
 def register_kl(type_p: type, type_q: type):
@@ -203,3 +205,22 @@ def _kl_binomial_binomial(p, q):
 @register_kl(Geometric, Geometric)
 def _kl_geometric_geometric(p, q):
     return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ct1 = p.scale / q.scale
+    ct2 = q.loc / q.scale
+    ct3 = p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t2 = ct1 * _EULER_GAMMA
+    t3 = (ct2 + ops.lgamma(1 + ct1) - ct3).exp()
+    return t1 + t2 + t3 - (1 + _EULER_GAMMA)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    scale_ratio = p.scale / q.scale
+    alpha_ratio = q.alpha / p.alpha
+    result = q.alpha * scale_ratio.log() - alpha_ratio.log() + alpha_ratio - 1
+    return _where(p.scale < q.scale, _INF, result)

@@ -1,17 +1,13 @@
-"""TransformedDistribution: a base distribution pushed through a chain of transforms; and
-LogNormal and HalfNormal, the exp and the absolute value of a Normal."""
+"""TransformedDistribution: a base distribution pushed through a chain of transforms (the
+families defined this way are in transformed_families.py)."""
 from __future__ import annotations
 
-import math
-
-from .. import creation, ops
 from ..grad_mode import no_grad
 from ..size import Size
 from . import constraints
 from .distribution import Distribution
 from .independent import Independent
-from .normal import Normal
-from .transforms import AbsTransform, ComposeTransform, ExpTransform, Transform
+from .transforms import ComposeTransform, Transform
 from .utils import as_shape, sum_rightmost
 
 
@@ -125,92 +121,3 @@ class TransformedDistribution(Distribution):
         for transform in self.transforms:
             value = transform(value)
         return value
-
-
-class LogNormal(TransformedDistribution):
-    """exp(Normal(loc, scale))."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.positive
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        super().__init__(Normal(loc, scale, validate_args=validate_args), ExpTransform(),
-                         validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(LogNormal, _instance)
-        return super().expand(batch_shape, _instance=new)
-
-    @property
-    def loc(self):
-        return self.base_dist.loc
-
-    @property
-    def scale(self):
-        return self.base_dist.scale
-
-    @property
-    def mean(self):
-        return (self.loc + self.scale.pow(2) / 2).exp()
-
-    @property
-    def mode(self):
-        return (self.loc - self.scale.pow(2)).exp()
-
-    @property
-    def variance(self):
-        s2 = self.scale.pow(2)
-        return s2.expm1() * (2 * self.loc + s2).exp()
-
-    def entropy(self):
-        return self.base_dist.entropy() + self.loc
-
-
-class HalfNormal(TransformedDistribution):
-    """|Normal(0, scale)|."""
-
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        super().__init__(Normal(0, scale, validate_args=False), AbsTransform(),
-                         validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(HalfNormal, _instance)
-        return super().expand(batch_shape, _instance=new)
-
-    @property
-    def scale(self):
-        return self.base_dist.scale
-
-    @property
-    def mean(self):
-        return self.scale * math.sqrt(2 / math.pi)
-
-    @property
-    def mode(self):
-        return creation.zeros_like(self.scale)
-
-    @property
-    def variance(self):
-        return self.scale.pow(2) * (1 - 2 / math.pi)
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return ops.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)

@@ -51,6 +51,12 @@ PAIRS = [
      [unit(*_B), real(*_B)], 1e-12),
     ("geometric", lambda d, a, b: (d.Geometric(a), d.Geometric(logits=b)),
      [unit(*_B), real(*_B)], 1e-12),
+    ("gumbel", lambda d, a, b, c, e: (d.Gumbel(a, b), d.Gumbel(c, e)),
+     [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-10),
+    ("pareto", lambda d, a, b, c, e: (d.Pareto(a, b), d.Pareto(c, e)),
+     [positive(*_B) + 1.0, positive(*_B), positive(*_B), positive(*_B)], 1e-12),
+    ("lognormal", lambda d, a, b, c, e: (d.LogNormal(a, b), d.LogNormal(c, e)),
+     [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-12),
 ]
 
 
