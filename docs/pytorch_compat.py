@@ -221,8 +221,8 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
   wide case); `pinv` and `matrix_rank` take float `atol`/`rtol` only (they are compiled-in
   attributes), not tensors. `cholesky_ex` returns the factor of the positive-definite leading
   block (zeros after it) for a failing matrix, where LAPACK leaves partial values. `inv_ex`,
-  `solve_ex`, `eig`, `eigvals`, the `lu*` and `ldl*` families, `tensorinv` and `tensorsolve`
-  are missing.
+  `solve_ex`, `eig`, `eigvals` (no complex dtypes) and the `lu*` and `ldl*` families are
+  missing.
 * **Sparse COO tensors** (`flow.sparse_coo_tensor`) are a `flow.sparse.SparseTensor`, not a
   `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`mm`/`matmul`/`@` with
   a dense matrix (sparse @ sparse densifies the right operand), `t()`, scaling by a number and

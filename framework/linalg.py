@@ -189,6 +189,31 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     return cat(powers, -1).cumprod(-1)
 
 
+def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
+    """torch.linalg.tensorinv: the inverse of A seen as a matrix of its first `ind` dims by the
+    rest (whose sizes multiply to the same count), shaped rest + first."""
+    if ind <= 0:
+        raise ValueError(f"linalg.tensorinv: ind must be positive, got {ind}")
+    first, rest = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    if math.prod(first) != math.prod(rest):
+        raise ShapeError(f"linalg.tensorinv: the first {ind} dims of A {tuple(A.shape)} must "
+                         f"hold as many elements as the others")
+    return inv(A.reshape(math.prod(first), math.prod(rest))).reshape(rest + first)
+
+
+def tensorsolve(A: Tensor, B: Tensor, dims=None) -> Tensor:
+    """torch.linalg.tensorsolve: X with tensordot(A, X, X.ndim) = B; `dims` of A move to the
+    end first."""
+    if dims is not None:
+        dims = tuple(d % A.ndim for d in dims)
+        A = A.movedim(dims, tuple(range(A.ndim - len(dims), A.ndim)))
+    lead, rest = tuple(A.shape[:B.ndim]), tuple(A.shape[B.ndim:])
+    if lead != tuple(B.shape) or math.prod(lead) != math.prod(rest):
+        raise ShapeError(f"linalg.tensorsolve: A {tuple(A.shape)} must start with B's shape "
+                         f"{tuple(B.shape)} and its other dims hold as many elements")
+    return solve(A.reshape(math.prod(lead), math.prod(rest)), B.reshape(-1)).reshape(rest)
+
+
 def _cutoff(s: Tensor, shape: tuple, atol, rtol):
     """pinv's and matrix_rank's threshold: max(atol, rtol * s_max)."""
     if rtol is None:
@@ -224,5 +249,5 @@ def cond(A: Tensor, p=None) -> Tensor:
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
            "eigvalsh", "householder_product", "inv", "lstsq", "matmul", "matrix_exp",
            "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
-           "slogdet", "solve", "solve_triangular", "svd", "svdvals", "vander", "vecdot",
-           "vector_norm"]
+           "slogdet", "solve", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve",
+           "vander", "vecdot", "vector_norm"]

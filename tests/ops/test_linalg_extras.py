@@ -59,6 +59,13 @@ CASES = [
     Case("householder_product", lambda lib, a, t: lib.linalg.householder_product(a, t),
          (_rand(4, 3), _rand(2, seed=1)), (0, 1)),
     Case("matrix_exp", lambda lib, a: lib.linalg.matrix_exp(a), (_rand(2, 3, 3),), (0,)),
+    Case("tensorinv", lambda lib, a: lib.linalg.tensorinv(a, ind=2),
+         (_well_conditioned(6, 6).reshape(2, 3, 6),), (0,)),
+    Case("tensorsolve", lambda lib, a, b: lib.linalg.tensorsolve(a, b),
+         (_well_conditioned(6, 6).reshape(2, 3, 6), _rand(2, 3, seed=1)), (0, 1)),
+    Case("tensorsolve_dims", lambda lib, a, b: lib.linalg.tensorsolve(a, b, dims=(0,)),
+         (np.moveaxis(_well_conditioned(6, 6).reshape(2, 3, 2, 3), 2, 0), _rand(2, 3, seed=1)),
+         (0, 1)),
 ]
 
 
