@@ -15,7 +15,9 @@ import weakref
 
 from dualflow.eager import engine
 from dualflow.mode import EAGER, mode
+from dualflow.graph.capture.watched import join_tensors, split_tensors
 from dualflow.random import all_generators
+from dualflow.tensor import Tensor
 from dualflow.utils.pytree import flatten
 
 from .capture_effects import reachable_places
@@ -33,11 +35,44 @@ def _set_rng(states: list) -> None:
         g.set_state(st)
 
 
-def eager_vjp(entry, call: tuple, rng: list | None, grads: tuple, wrt: list) -> list:
+class Recall:
+    """What a double backward needs of one compiled call, without keeping its tensors alive (a
+    backward needs the residuals, not the arguments): the module, weak references to the
+    tensors among the arguments (the rest of them as they were), the parameters, and the random
+    states the call started with when its graph draws."""
+    __slots__ = ("module", "refs", "tree", "wrt", "params", "rng")
+
+    def __init__(self, call: tuple, wrt: list, params: list, draws: bool):
+        self.module = call[0]
+        tensors, self.tree = split_tensors(call[1:], _is_tensor)
+        self.refs = [weakref.ref(t) for t in tensors]
+        self.wrt = [weakref.ref(t) for t in wrt]
+        self.params = params
+        self.rng = rng_states() if draws else None
+
+    def arguments(self) -> tuple:
+        """(args, kwargs, the tensors the gradient is for: parameters, then inputs)."""
+        tensors = [r() for r in self.refs]
+        wrt = [r() for r in self.wrt]
+        if any(t is None for t in tensors + wrt):
+            raise RuntimeError(
+                f"double backward (create_graph=True) through the compiled call of "
+                f"{type(self.module).__name__} needs its arguments, which are gone; keep them "
+                "alive until the backward, or run the call eagerly")
+        args, kwargs = join_tensors(self.tree, iter(tensors))
+        return args, kwargs, self.params + wrt
+
+
+def _is_tensor(t) -> bool:
+    return isinstance(t, Tensor)
+
+
+def eager_vjp(entry, recall: Recall, grads: tuple) -> list:
     """Gradients of `entry`'s differentiable outputs (seeded by `grads`, one per output) with
-    respect to `wrt` (its parameters, then its inputs that require grad), with history, from an
-    eager run of `call` = (module, args, kwargs) started from the random states `rng`."""
-    module, args, kwargs = call
+    respect to its parameters and its inputs that require grad, with history, from an eager
+    run of the recalled call started from its random states."""
+    module, rng = recall.module, recall.rng
+    args, kwargs, wrt = recall.arguments()
     if module not in _warned:
         _warned.add(module)
         warnings.warn(f"double backward (create_graph=True) through the compiled call of "

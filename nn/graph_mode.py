@@ -28,7 +28,7 @@ from dualflow.tensor import Tensor
 
 from .capture import Snapshot, StateCapture, guard_values, read_state, state_attrs
 from .capture_effects import compile_counting
-from .double_backward import eager_vjp, rng_states
+from .double_backward import Recall, eager_vjp
 from .graph_breaks import _recorders, break_graph, lookup, record_compiled
 from .module import tree_version
 
@@ -294,23 +294,20 @@ class _CompiledBackward:
     saves_out = False
     fresh_grads = True
 
-    def __init__(self, entry, inputs: list, call: tuple | None, rng: list | None):
-        """`inputs`: the node's inputs (parameters, inputs that require grad, residuals)."""
+    def __init__(self, entry, n_inputs: int, recall: Recall | None):
         self.name = f"compiled_{entry.name}"
-        self.entry, self.n_inputs = entry, len(inputs)
-        self.saves = tuple(range(self.n_inputs, self.n_inputs + entry.n_res))
-        # for a double backward (`double_backward.py`): the call, its random states, and the
-        # tensors the gradient is taken for (the engine hands the VJP only their types)
-        self.call, self.rng, self.inputs = call, rng, inputs
+        self.entry, self.n_inputs = entry, n_inputs
+        self.saves = tuple(range(n_inputs, n_inputs + entry.n_res))
+        self.recall = recall   # the call, for a double backward (`double_backward.py`)
 
     def vjp(self, grads, out, *inputs):
         grads = grads if isinstance(grads, tuple) else (grads,)
         e = self.entry
         if dispatch.state.grad_enabled:   # create_graph=True: a gradient with history
-            if self.call is None:
+            if self.recall is None:
                 raise RuntimeError(f"{self.name}: double backward (create_graph=True) through "
                                    "this compiled call needs its module call; run it eagerly")
-            got = eager_vjp(e, self.call, self.rng, grads, self.inputs[:self.n_inputs])
+            got = eager_vjp(e, self.recall, grads)
             return tuple(got) + (None,) * e.n_res
         residuals = inputs[self.n_inputs:]
         arrays = [t._data for t in residuals]
@@ -359,15 +356,17 @@ class JointEntry:
         self.draws = any(not n.pure for n in fwd.graph.nodes)   # random ops draw in it
 
     def run(self, leaves, call: tuple | None = None):
-        """`call`: (module, args, kwargs), kept by the tape node for a double backward."""
-        rng = rng_states() if self.draws and call is not None else None
+        """`call`: (module, args, kwargs), which the tape node keeps (weakly) for a double
+        backward."""
+        recall = Recall(call, [leaves[i] for i in self.input_positions], self.params,
+                        self.draws) if call is not None and self.diff_positions else None
         res = self.fwd(_arrays(leaves))
         n_user = self.n_user
         outs = [Tensor._wrap(o, i) for i, o in enumerate(res[:n_user])]
         if self.effects:
             self.effects.apply(leaves, res[n_user:self.n_out])
         inputs = self.params + [leaves[i] for i in self.input_positions]
-        op = _CompiledBackward(self, inputs, call, rng)
+        op = _CompiledBackward(self, len(inputs), recall)
         inputs += [Tensor._wrap(r) for r in res[self.n_out:]]
         del res
         if self.diff_positions:
