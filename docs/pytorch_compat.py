@@ -117,6 +117,14 @@ Porting API (this page's tests: `tests/test_tensor_api.py`, `tests/test_namespac
   while tracing raises an error naming the line. PyTorch's tuning arguments (`mode`, `backend`,
   `fullgraph`, `dynamic`, `options`) are accepted and ignored. State-dict keys carry the
   `_orig_mod.` prefix, as PyTorch's `OptimizedModule`.
+* **What a compiled call does with Python** (GRAPH mode, `flow.compile`, `nn.Graph`): where
+  torch.compile breaks the graph inside a forward, dualflow runs the whole module call eagerly
+  (its submodules still compile), with one warning; `nn.Graph` raises instead. Appends and
+  stores into lists, dicts and sets and a counter stepped by a constant are replayed after each
+  compiled call, as torch.compile does; other container changes, a tensor that requires grad
+  stored in a container, and a plain attribute set on every call run eagerly. Side effects
+  Python cannot see through (print, logging, files) happen only while tracing. Double backward
+  through a compiled call recomputes that module eagerly.
 * **`flow.onnx.export`** takes `input_names`, `output_names`, `dynamic_axes`, `opset_version`
   (default 17), `do_constant_folding` and `export_params` (True only), and returns the
   `onnx.ModelProto` (PyTorch 2 returns an `ONNXProgram` or None). The dynamo-era arguments are
