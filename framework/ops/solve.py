@@ -17,7 +17,7 @@ from .linalg import einsum, matmul_op
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError, broadcast_shapes
 from .shape import transpose, unsqueeze
-from .structure import tril, triu
+from .structure import diag_embed, tril, triu
 from .unary import log
 
 
@@ -121,6 +121,34 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
     _system_type("linalg.solve_triangular", A, B, left)
     return solve_triangular_op(A, B, upper=bool(upper), left=bool(left),
                                unitriangular=bool(unitriangular))
+
+
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False):
+    """torch.triangular_solve (deprecated in PyTorch): (X with op(T) X = b, a copy of A), T
+    A's upper or lower triangle and op the transpose when asked."""
+    coefficients = mT(A) if transpose else A
+    solution = solve_triangular(coefficients, b, upper=bool(upper) != bool(transpose),
+                                unitriangular=unitriangular)
+    return _TRIANGULAR_SOLVE(solution, A.clone())
+
+
+_TRIANGULAR_SOLVE = namedtuple("triangular_solve", ("solution", "cloned_coefficient"))
+
+
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
+    """torch.cholesky_solve: X with A X = B for A = L L^T (or U^T U when upper), by two
+    triangular solves."""
+    if upper:
+        return solve_triangular(L, solve_triangular(mT(L), B, upper=False), upper=True)
+    return solve_triangular(mT(L), solve_triangular(L, B, upper=False), upper=True)
+
+
+def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
+    """torch.cholesky_inverse: A^-1 for A = L L^T (or U^T U when upper)."""
+    square("cholesky_inverse", L)
+    eye = diag_embed(L.new_ones(tuple(L.shape[:-1])))
+    return cholesky_solve(eye, L, upper)
 
 
 # ---- solve ---------------------------------------------------------------------------------------
@@ -279,5 +307,7 @@ def logdet(input: Tensor) -> Tensor:
     return logabsdet + log(sign)
 
 
-EXPORTS = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv}
-METHODS = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv}
+EXPORTS = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv,
+           "triangular_solve": triangular_solve, "cholesky_solve": cholesky_solve,
+           "cholesky_inverse": cholesky_inverse}
+METHODS = dict(EXPORTS)

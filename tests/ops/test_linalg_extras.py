@@ -59,6 +59,26 @@ CASES = [
     Case("householder_product", lambda lib, a, t: lib.linalg.householder_product(a, t),
          (_rand(4, 3), _rand(2, seed=1)), (0, 1)),
     Case("matrix_exp", lambda lib, a: lib.linalg.matrix_exp(a), (_rand(2, 3, 3),), (0,)),
+    Case("svd_legacy", lambda lib, a: _svd_products(lib.svd(a)), (_rand(2, 4, 3),), (0,)),
+    Case("svd_legacy_full_method", lambda lib, a: _svd_products(a.svd(some=False), k=3),
+         (_rand(4, 3),), (0,)),
+    Case("svd_legacy_values_only", lambda lib, a: tuple(lib.svd(a, compute_uv=False)),
+         (_rand(4, 3),), (0,)),
+    Case("qr_legacy", lambda lib, a: _qr_products(lib.qr(a)), (_rand(4, 3),), (0,)),
+    Case("qr_legacy_complete", lambda lib, a: _qr_products(a.qr(some=False))[2],
+         (_rand(3, 3),), (0,)),
+    Case("cholesky_solve", lambda lib, x, b: lib.cholesky_solve(b, lib.linalg.cholesky(
+        x @ x.mT + 3 * lib.eye(3, dtype=x.dtype))), (_rand(2, 3, 3), _rand(3, 2, seed=1)), (0, 1)),
+    Case("cholesky_solve_upper", lambda lib, x, b: lib.cholesky_solve(b, lib.linalg.cholesky(
+        x @ x.mT + 3 * lib.eye(3, dtype=x.dtype), upper=True), upper=True),
+        (_rand(3, 3), _rand(3, 2, seed=1)), (0, 1)),
+    Case("cholesky_inverse", lambda lib, x: lib.cholesky_inverse(lib.linalg.cholesky(
+        x @ x.mT + 3 * lib.eye(3, dtype=x.dtype))), (_rand(2, 3, 3),), (0,)),
+    Case("triangular_solve", lambda lib, b, a: tuple(lib.triangular_solve(b, a)),
+         (_rand(3, 2, seed=1), _well_conditioned(3, 3)), (0, 1)),
+    Case("triangular_solve_transpose_unit", lambda lib, b, a: lib.triangular_solve(
+        b, a, upper=False, transpose=True, unitriangular=True).solution,
+         (_rand(2, 3, 2, seed=1), _well_conditioned(3, 3)), (0, 1)),
     Case("tensorinv", lambda lib, a: lib.linalg.tensorinv(a, ind=2),
          (_well_conditioned(6, 6).reshape(2, 3, 6),), (0,)),
     Case("tensorsolve", lambda lib, a, b: lib.linalg.tensorsolve(a, b),
@@ -67,6 +87,19 @@ CASES = [
          (np.moveaxis(_well_conditioned(6, 6).reshape(2, 3, 2, 3), 2, 0), _rand(2, 3, seed=1)),
          (0, 1)),
 ]
+
+
+def _svd_products(usv, k=None):
+    """Sign-free views of (U, S, V): S, U*U, V*V and U V^T (first k columns)."""
+    u, s, v = usv
+    if k is not None:
+        u, v = u[..., :k], v[..., :k]
+    return s, u * u, v * v, u @ v.mT
+
+
+def _qr_products(qr):
+    q, r = qr
+    return q * q, r * r, q @ r
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.label)
