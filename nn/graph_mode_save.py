@@ -18,6 +18,7 @@ from .graph_mode import ForwardEntry, JointEntry, module_tree
 from .graph_save import (_bind_all, _by_array, _by_entry, _check_keys, _check_same,
                          _check_state_dict, _dry_run_optimizers, _live_key, _named_tensors,
                          _portable_key, _saved_key, _symbols_made_equal, _tree_facts)
+from .graph_entry_check import check_joint, check_train
 from .graph_update_check import Reference, check_optimizers, check_updates, optimizer_facts
 
 
@@ -130,6 +131,11 @@ def load_module(module, path, optimizer=None) -> None:
         raise SerializeError(f"{where}: malformed file structure ({exc})") from None
     for r in records:
         _check_keys(r["graphs"]["fwd"], [k for k, _ in r["keys"]], where)
+        if r["joint"]:
+            check_joint(r["graphs"]["fwd"], r["graphs"]["bwd"], r,
+                        [tensors[p] for p in r["params"]], where)
+        else:
+            check_train(r["graphs"]["fwd"], r["tree"], r["n_user"], r["n_user"], [], where)
     _bind_all([r["graphs"] for r in records], tensors)   # names and types checked before
     for r in steps:                                        # anything changes
         live = [tensors[p] for p in r["params"]]

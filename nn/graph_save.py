@@ -30,6 +30,7 @@ from dualflow.ops.opdef import TensorType
 from dualflow.tensor import Tensor
 
 from .graph_mode import module_tree
+from .graph_entry_check import check_train
 from .graph_update_check import Reference, check_optimizers, check_updates, merged, optimizer_facts
 
 _KEY_TAIL = 7   # a key ends with the front end's five items, grad mode and the autocast state
@@ -318,11 +319,13 @@ def load_graph(g, path) -> None:
                **{f"optimizer{oi}.group{gi}.lr": lr_type for oi, opt in enumerate(trials)
                   for gi in range(len(opt.param_groups))}}
     _bind_all(graphs, planned)   # every name and type checked before anything changes
-    for rec in records:
+    for rec, gs in zip(records, graphs):
         for p in rec["grad_params"]:
             if p not in planned:
                 raise SerializeError(f"{where}: the saved graph returns the gradient of '{p}', "
                                      "which the model does not have")
+        check_train(gs["graph"], rec["tree"], rec["n_user"], rec["n_out"],
+                    [planned[p] for p in rec["grad_params"]], where)
 
     g.load_state_dict(state["model"])
     for opt, sd in zip(optimizers, state["optimizers"]):
