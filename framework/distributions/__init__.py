@@ -4,6 +4,7 @@ into compiled graphs like any other ops."""
 from . import constraints, transforms
 from .constraint_registry import biject_to, transform_to
 from .bernoulli import Bernoulli
+from .cauchy import Cauchy, HalfCauchy
 from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
 from .counts import Binomial, Geometric, Multinomial, NegativeBinomial
 from .dirichlet import Dirichlet
@@ -19,23 +20,26 @@ from .relaxed import (ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBerno
                       RelaxedOneHotCategorical)
 from .student_t import Chi2, FisherSnedecor, StudentT
 from .transformed_distribution import TransformedDistribution
-from .transformed_families import (Gumbel, HalfNormal, LogisticNormal, LogNormal, Pareto,
-                                   Weibull)
-from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform,
+from .transformed_families import (Gumbel, HalfNormal, InverseGamma, Kumaraswamy,
+                                   LogisticNormal, LogNormal, Pareto, Weibull)
+from .transforms import (AbsTransform, AffineTransform, ComposeTransform,
+                         CumulativeDistributionTransform, ExpTransform, SoftplusTransform,
                          IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
                          PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
                          StickBreakingTransform, TanhTransform, Transform, identity_transform)
 from .uniform import Uniform
 
 __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical",
-           "Chi2", "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical",
-           "ExpTransform", "Exponential", "FisherSnedecor", "Gamma", "Geometric", "Gumbel",
-           "HalfNormal", "Independent", "IndependentTransform", "Laplace", "LogNormal",
-           "LogisticNormal", "LogitRelaxedBernoulli", "LowerCholeskyTransform",
+           "Cauchy", "Chi2", "ComposeTransform", "CumulativeDistributionTransform", "Dirichlet",
+           "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
+           "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal",
+           "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy", "Laplace",
+           "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowerCholeskyTransform",
            "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal",
            "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson",
            "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
-           "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
-           "TransformedDistribution", "Uniform", "Weibull", "biject_to", "constraints",
-           "identity_transform", "kl_divergence", "register_kl", "transform_to", "transforms"]
+           "SoftplusTransform", "StickBreakingTransform", "StudentT", "TanhTransform",
+           "Transform", "TransformedDistribution", "Uniform", "Weibull", "biject_to",
+           "constraints", "identity_transform", "kl_divergence", "register_kl", "transform_to",
+           "transforms"]

@@ -8,6 +8,7 @@ import warnings
 from .. import ops
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical
+from .cauchy import Cauchy
 from .counts import Binomial, Geometric
 from .transformed_families import Gumbel, Pareto
 from .dirichlet import Dirichlet
@@ -224,3 +225,10 @@ def _kl_pareto_pareto(p, q):
     alpha_ratio = q.alpha / p.alpha
     result = q.alpha * scale_ratio.log() - alpha_ratio.log() + alpha_ratio - 1
     return _where(p.scale < q.scale, _INF, result)
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
+    t2 = (4 * p.scale * q.scale).log()
+    return t1 - t2

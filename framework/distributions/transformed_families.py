@@ -1,6 +1,6 @@
 """Families defined as transformed distributions: LogNormal and HalfNormal (exp and |.| of a
-Normal), Gumbel, Weibull and Pareto (maps of uniform or exponential draws) and LogisticNormal
-(stick-breaking of a Normal vector)."""
+Normal), Gumbel, Weibull, Pareto and Kumaraswamy (maps of uniform or exponential draws),
+InverseGamma (1 / Gamma) and LogisticNormal (stick-breaking of a Normal vector)."""
 from __future__ import annotations
 
 import math
@@ -8,6 +8,7 @@ import math
 from .. import creation, ops
 from . import constraints
 from .exponential import Exponential
+from .gamma import Gamma
 from .normal import Normal
 from .structured_transforms import StickBreakingTransform
 from .transformed_distribution import TransformedDistribution
@@ -264,3 +265,97 @@ class LogisticNormal(TransformedDistribution):
     @property
     def scale(self):
         return self.base_dist.base_dist.scale
+
+
+class InverseGamma(TransformedDistribution):
+    """1 / X for X ~ Gamma(concentration, rate)."""
+
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, concentration, rate, validate_args=None):
+        base = Gamma(concentration, rate, validate_args=validate_args)
+        minus_one = creation.full((), -1.0, dtype=base.rate.dtype, device=base.rate.device)
+        super().__init__(base, PowerTransform(minus_one), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(InverseGamma, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def concentration(self):
+        return self.base_dist.concentration
+
+    @property
+    def rate(self):
+        return self.base_dist.rate
+
+    @property
+    def mean(self):
+        c = self.concentration
+        return ops.where(c > 1, self.rate / (c - 1), math.inf)
+
+    @property
+    def mode(self):
+        return self.rate / (self.concentration + 1)
+
+    @property
+    def variance(self):
+        c = self.concentration
+        return ops.where(c > 2, self.rate.pow(2) / ((c - 1).pow(2) * (c - 2)), math.inf)
+
+    def entropy(self):
+        c = self.concentration
+        return c + self.rate.log() + ops.lgamma(c) - (1 + c) * ops.digamma(c)
+
+
+def _kumaraswamy_moment(a, b, n: int):
+    """E[X^n] = b B(1 + n/a, b), through lgamma."""
+    arg = 1 + n / a
+    return b * (ops.lgamma(arg) + ops.lgamma(b) - ops.lgamma(arg + b)).exp()
+
+
+class Kumaraswamy(TransformedDistribution):
+    """(1 - U^(1/concentration0))^(1/concentration1) for uniform U: a Beta-like density
+    x^(a-1) (1 - x^a)^(b-1) a b on [0, 1] with a closed-form CDF."""
+
+    arg_constraints = {"concentration1": constraints.positive,
+                       "concentration0": constraints.positive}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        base = Uniform(creation.full_like(self.concentration0, 0),
+                       creation.full_like(self.concentration0, 1), validate_args=validate_args)
+        transforms = [PowerTransform(exponent=self.concentration0.reciprocal()),
+                      AffineTransform(loc=1.0, scale=-1.0),
+                      PowerTransform(exponent=self.concentration1.reciprocal())]
+        super().__init__(base, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Kumaraswamy, _instance)
+        new.concentration1 = self.concentration1.expand(batch_shape)
+        new.concentration0 = self.concentration0.expand(batch_shape)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        return _kumaraswamy_moment(self.concentration1, self.concentration0, 1)
+
+    @property
+    def mode(self):
+        a, b = self.concentration1, self.concentration0
+        log_mode = b.reciprocal() * (-b).log1p() - (-b * a).log1p()
+        return ops.where((b < 1) | (a < 1), math.nan, log_mode.exp())
+
+    @property
+    def variance(self):
+        return (_kumaraswamy_moment(self.concentration1, self.concentration0, 2)
+                - self.mean.pow(2))
+
+    def entropy(self):
+        a, b = self.concentration1, self.concentration0
+        harmonic = ops.digamma(b + 1) + _EULER_GAMMA
+        return (1 - b.reciprocal()) + (1 - a.reciprocal()) * harmonic - a.log() - b.log()

@@ -15,7 +15,8 @@ from .structured_transforms import (IndependentTransform, LowerCholeskyTransform
 from .transform_base import ComposeTransform, Transform, _InverseTransform, identity_transform
 from .utils import broadcast_shape, eps_of, sum_rightmost, tiny_of
 
-__all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform",
+__all__ = ["AbsTransform", "AffineTransform", "ComposeTransform",
+           "CumulativeDistributionTransform", "ExpTransform", "SoftplusTransform",
            "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
            "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
            "StickBreakingTransform", "TanhTransform", "Transform", "identity_transform",
@@ -121,6 +122,52 @@ class TanhTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         return 2.0 * (math.log(2.0) - x - ops.softplus(-2.0 * x))
+
+
+class SoftplusTransform(Transform):
+    """y = log(1 + e^x) (linear past x = 20, as softplus)."""
+    domain, codomain, bijective, sign = constraints.real, constraints.positive, True, +1
+
+    def __eq__(self, other):
+        return isinstance(other, SoftplusTransform)
+
+    def __hash__(self):
+        return hash(SoftplusTransform)
+
+    def _call(self, x):
+        return ops.softplus(x)
+
+    def _inverse(self, y):
+        return (-(-y).expm1()).log() + y
+
+    def log_abs_det_jacobian(self, x, y):
+        return -ops.softplus(-x)
+
+
+class CumulativeDistributionTransform(Transform):
+    """y = distribution.cdf(x): the support onto the unit interval (a copula's margin)."""
+    bijective, codomain, sign = True, constraints.unit_interval, +1
+
+    def __init__(self, distribution, cache_size: int = 0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else \
+            CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
 
 
 class AbsTransform(Transform):

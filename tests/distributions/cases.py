@@ -199,6 +199,21 @@ CASES = [
          # NaN where undefined: PyTorch writes NaN into a copy (NaN gradients), ours selects it
          # with where (zero gradients); elsewhere the gradients agree
          value_only=("mean", "variance", "mode")),
+    Case("cauchy", lambda d, loc, scale: d.Cauchy(loc, scale),
+         {"loc": real(*_BATCH), "scale": positive(*_BATCH)}, real(3, *_BATCH) * 4,
+         methods=("log_prob", "entropy", "mean", "variance", "mode", "cdf"),
+         quantiles=unit(*_BATCH)),
+    Case("half_cauchy", lambda d, scale: d.HalfCauchy(scale), {"scale": positive(*_BATCH)},
+         positive(3, *_BATCH), methods=("log_prob", "entropy", "mean", "variance", "mode",
+                                        "cdf"), quantiles=unit(*_BATCH)),
+    Case("inverse_gamma", lambda d, c, rate: d.InverseGamma(c, rate),
+         {"c": positive(*_BATCH, low=0.5, high=4.0), "rate": positive(*_BATCH)},
+         positive(3, *_BATCH), methods=("log_prob", "entropy", "mean", "variance", "mode"),
+         rtol=1e-11, grad_rtol=1e-8),
+    Case("kumaraswamy", lambda d, a, b: d.Kumaraswamy(a, b),
+         {"a": positive(*_BATCH, low=0.5), "b": positive(*_BATCH, low=0.5)}, unit(3, *_BATCH),
+         methods=("log_prob", "entropy", "mean", "variance", "mode", "cdf"),
+         quantiles=unit(*_BATCH), rtol=1e-10, grad_rtol=1e-8),
 ]
 
 

@@ -55,6 +55,8 @@ PAIRS = [
      [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-10),
     ("pareto", lambda d, a, b, c, e: (d.Pareto(a, b), d.Pareto(c, e)),
      [positive(*_B) + 1.0, positive(*_B), positive(*_B), positive(*_B)], 1e-12),
+    ("cauchy", lambda d, a, b, c, e: (d.Cauchy(a, b), d.Cauchy(c, e)),
+     [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-12),
     ("lognormal", lambda d, a, b, c, e: (d.LogNormal(a, b), d.LogNormal(c, e)),
      [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-12),
 ]

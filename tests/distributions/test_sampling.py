@@ -257,3 +257,30 @@ def test_implicit_gradients_are_unbiased(which):
         assert np.all(np.isfinite(per_draw))
         np.testing.assert_array_less(np.abs(per_draw.mean(0) - expected),
                                      SE * per_draw.std(0) / math.sqrt(N))
+
+
+WITH_CDF = [
+    ("cauchy", lambda: D.Cauchy(flow.tensor([0.0, 2.0]), flow.tensor([1.0, 0.5]))),
+    ("half_cauchy", lambda: D.HalfCauchy(flow.tensor([1.0, 3.0]))),
+    ("kumaraswamy", lambda: D.Kumaraswamy(flow.tensor([0.5, 3.0]), flow.tensor([2.0, 0.7]))),
+    ("inverse_gamma", lambda: D.TransformedDistribution(
+        D.Gamma(flow.tensor([0.8, 5.0]), 2.0), D.PowerTransform(-1.0))),
+    ("gamma", lambda: D.Gamma(flow.tensor([0.3, 4.0]), flow.tensor([1.0, 2.0]))),
+    ("gumbel", lambda: D.Gumbel(flow.tensor([0.0, -1.0]), 2.0)),
+    ("weibull", lambda: D.Weibull(flow.tensor([1.0, 2.0]), flow.tensor([0.5, 3.0]))),
+    ("pareto", lambda: D.Pareto(flow.tensor([1.0, 0.2]), flow.tensor([0.5, 3.0]))),
+    ("laplace", lambda: D.Laplace(0.0, flow.tensor([1.0, 0.1]))),
+]
+
+
+@pytest.mark.parametrize("name,make", WITH_CDF, ids=[c[0] for c in WITH_CDF])
+def test_draws_follow_the_cdf(name, make):
+    """At three points drawn apart, the fraction of N draws at or below each is the CDF there
+    within 6 binomial standard errors."""
+    flow.manual_seed(16)
+    dist = make()
+    draws = dist.sample((N,))
+    points = dist.sample((3,))
+    cdf = dist.cdf(points).numpy().astype(np.float64)    # (3, batch)
+    below = np.stack([(draws.numpy() <= points.numpy()[i]).mean(0) for i in range(3)])
+    np.testing.assert_array_less(np.abs(below - cdf), SE * np.sqrt(cdf * (1 - cdf) / N) + 1e-9)

@@ -24,6 +24,9 @@ TRANSFORMS = [
     ("compose", lambda d, t: d.ComposeTransform([d.AffineTransform(1.0, 2.0), d.ExpTransform(),
                                                  d.PowerTransform(0.5)]), X),
     ("inverse_sigmoid", lambda d, t: d.SigmoidTransform().inv, np.clip(np.abs(X) / 3, 0.05, 0.95)),
+    ("softplus", lambda d, t: d.SoftplusTransform(), X * 10),
+    ("cdf_of_normal", lambda d, t: d.CumulativeDistributionTransform(d.Normal(t(_LOC), 2.0)),
+     X),
     ("compose_event", lambda d, t: d.ComposeTransform([
         d.AffineTransform(t(_LOC), t(_EVENT_SCALE), event_dim=1), d.TanhTransform()]), X),
 ]

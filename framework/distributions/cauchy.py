@@ -1,0 +1,115 @@
+"""Cauchy(loc, scale) and HalfCauchy(scale): heavy tails, no mean or variance."""
+from __future__ import annotations
+
+import math
+
+from .. import creation, ops
+from ..size import Size
+from . import constraints
+from .distribution import Distribution
+from .transformed_distribution import TransformedDistribution
+from .transforms import AbsTransform
+from .utils import broadcast_all
+
+
+class Cauchy(Distribution):
+    """Density 1 / (pi scale (1 + ((x - loc) / scale)^2)); draws loc + scale tan(pi (U - 1/2))."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expanded(Cauchy, batch_shape, _instance, ("loc", "scale"))
+
+    def _filled(self, value: float):
+        return creation.full(self._extended_shape(), value, dtype=self.loc.dtype,
+                             device=self.loc.device)
+
+    @property
+    def mean(self):
+        return self._filled(float("nan"))
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return self._filled(float("inf"))
+
+    def rsample(self, sample_shape=Size()):
+        shape = self._extended_shape(sample_shape)
+        u = creation.rand(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        return self.loc + ops.tan(math.pi * (u - 0.5)) * self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        return -math.log(math.pi) - self.scale.log() - (z * z).log1p()
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return ops.atan((value - self.loc) / self.scale) / math.pi + 0.5
+
+    def icdf(self, value):
+        return ops.tan(math.pi * (value - 0.5)) * self.scale + self.loc
+
+    def entropy(self):
+        return math.log(4 * math.pi) + self.scale.log()
+
+
+class HalfCauchy(TransformedDistribution):
+    """|Cauchy(0, scale)|."""
+
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        super().__init__(Cauchy(0, scale, validate_args=False), AbsTransform(),
+                         validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfCauchy, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return creation.full(self._extended_shape(), math.inf, dtype=self.scale.dtype,
+                             device=self.scale.device)
+
+    @property
+    def mode(self):
+        return creation.zeros_like(self.scale)
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return ops.where(value >= 0, log_prob, -math.inf)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
