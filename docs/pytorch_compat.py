@@ -271,14 +271,13 @@ Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_
 
 Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
-* **`flow.distributions`** has Normal, LogNormal, HalfNormal, Uniform, Bernoulli, Categorical,
-  OneHotCategorical(StraightThrough), Binomial, Multinomial, Geometric, Poisson, Exponential,
-  Laplace, Gamma, Chi2, Beta, Dirichlet, StudentT, MultivariateNormal, Independent,
-  MixtureSameFamily, TransformedDistribution, the Relaxed(Bernoulli|OneHotCategorical) pairs,
-  constraints, transforms, `biject_to`/`transform_to` and `kl_divergence`/`register_kl`; the
-  other PyTorch families (Cauchy, Gumbel, Weibull, LowRankMultivariateNormal, Wishart, ...) are
-  missing. Draws come from dualflow's generator, so they differ from PyTorch's for one seed, but
-  eager mode, GRAPH mode and nn.Graph draw the same numbers from the same seed.
+* **`flow.distributions`** has PyTorch's families except ContinuousBernoulli,
+  GeneralizedPareto, LKJCholesky, LowRankMultivariateNormal, VonMises, Wishart and the
+  ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
+  Cat/Stack/CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
+  `kl_divergence`/`register_kl` with the closed forms between equal families. Draws come from
+  dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
+  nn.Graph draw the same numbers from the same seed.
 * **Gamma, Chi2, StudentT, Beta and Dirichlet `rsample`** differentiate the Gamma draws by
   implicit reparameterisation computed exactly (incomplete-gamma series or continued fraction,
   `flow._standard_gamma_grad`); PyTorch's is a fitted approximation (up to ~1e-2 relative off).
@@ -290,7 +289,7 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
   own concentrations (PyTorch's name an inner Dirichlet). Multinomial's entropy takes
   lgamma(n + 1) in the parameters' dtype (PyTorch in float32, ~1e-7 off in float64).
 * **Special functions** `lgamma`, `digamma`, `polygamma`, `erfinv`, `igamma(c)`, `poisson`,
-  `binomial` are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
+  `binomial` (and `atan`, `asin`, ... for Cauchy) are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
   accurate to ~1e-9 in float64 (ours ~1e-14), and `polygamma(n >= 2, inf)` is 0 here (NaN in
   PyTorch). They have no ONNX operator: an export that needs one (Gamma or Beta log_prob,
   Normal.icdf, stick-breaking's cumprod) is refused with the op named.
