@@ -289,7 +289,7 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
   own concentrations (PyTorch's name an inner Dirichlet). Multinomial's entropy takes
   lgamma(n + 1) in the parameters' dtype (PyTorch in float32, ~1e-7 off in float64).
 * **Special functions** `lgamma`, `digamma`, `polygamma`, `erfinv`, `igamma(c)`, `poisson`,
-  `binomial` (and `atan`, `asin`, ... for Cauchy) are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
+  `binomial` are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
   accurate to ~1e-9 in float64 (ours ~1e-14), and `polygamma(n >= 2, inf)` is 0 here (NaN in
   PyTorch). They have no ONNX operator: an export that needs one (Gamma or Beta log_prob,
   Normal.icdf, stick-breaking's cumprod) is refused with the op named.
