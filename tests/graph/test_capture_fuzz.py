@@ -52,7 +52,25 @@ STEPS = {
     "tensor_attr": lambda s, h: _then(setattr(s, "last", h.detach()), h),
     "tensor_attr_read": lambda s, h: h if s.last is None else h + s.last.mean(),
     "cond_on_tensor": lambda s, h: flow.where(h.sum() > 0, h, -h),
+    "read_logged": lambda s, h: h + s.log[-1] if s.log and isinstance(s.log[-1], flow.Tensor)
+    and s.log[-1].shape == h.shape else h,
+    "child": lambda s, h: s.child(h),
 }
+
+
+class Child(nn.Module):
+    """A submodule with Python state of its own: a counter and a list of its outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3).double()
+        self.steps, self.outputs = 0, []
+
+    def forward(self, x):
+        self.steps += 2
+        y = self.lin(x).sigmoid()
+        self.outputs.append(y.detach())
+        return y
 
 
 class Program(nn.Module):
@@ -62,6 +80,7 @@ class Program(nn.Module):
         super().__init__()
         self.lin = nn.Linear(3, 3).double()
         self.drop = nn.Dropout(0.25)
+        self.child = Child()
         self.register_buffer("buf", flow.zeros((), dtype=flow.float64))
         self.steps, self.log, self.stats, self.shapes = steps, [], {}, set()
         self.calls, self.ready, self.last, self.feats = 0, False, None, []
