@@ -100,7 +100,7 @@ class Reference:
             for b in bindings:
                 b.group["lr"] = b.tensor
             with trace:
-                zeros = [flow.zeros(p.shape, dtype=p.dtype) for p in live]
+                zeros = [flow.zeros(p.shape, dtype=p.dtype, device=p.device) for p in live]
                 for p, g in zip(live, trace.inputs(zeros)):
                     p.grad = g
                 opt._step_all()
