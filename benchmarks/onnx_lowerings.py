@@ -28,7 +28,11 @@ def _layers(torch, nn):
 
     torch.manual_seed(0)
     shape = (8, 32, 64, 64)
+    norm = nn.BatchNorm2d(32)
+    norm.running_mean.uniform_(-1, 1)
+    norm.running_var.uniform_(0.5, 2)
     return {
+        "BatchNorm2d (alone)": (*pair(fnn.BatchNorm2d(32), norm), shape),
         "ReflectionPad2d(3)": (*pair(fnn.ReflectionPad2d(3), nn.ReflectionPad2d(3)), shape),
         "PReLU(32)": (*pair(fnn.PReLU(32), nn.PReLU(32)), shape),
         "AdaptiveAvgPool2d(1)": (*pair(fnn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool2d(1)), shape),

@@ -23,7 +23,8 @@ from .fold_affine import fold_affine
 from .fuse_layer_norm import layer_normalization
 from .opsets import to_opset
 from .size_formula import formula_tensor
-from .native_ops import activations, global_average_pool, merge_pads, prelu
+from .native_ops import (activations, batch_normalization, global_average_pool, merge_pads,
+                         prelu)
 from .peephole import (collapse_reshapes, drop_trailing_empty_outputs, fuse_bias,
                        softmax_of_kept_rows)
 from .subgraphs import at_top, rename, sweep
@@ -289,6 +290,9 @@ class Exporter:
                                          self._rank_of())
         self.nodes = prelu(self.nodes, self.initializers, output_names, shape_of)
         self.nodes = activations(self.nodes, self.initializers, output_names, self.opset)
+        if self.fold:   # it folds the running statistics and parameters into two vectors
+            self.nodes = batch_normalization(self.nodes, self.initializers, output_names,
+                                             self.const, shape_of)
         self.nodes = merge_pads(self.nodes, self.initializers, output_names, self.const)
         drop_trailing_empty_outputs(self.nodes)
         self.nodes = to_opset(self.nodes, self.initializers, self.opset, self.fresh, self.const)

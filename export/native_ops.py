@@ -8,6 +8,11 @@ layers, which ONNX Runtime runs in one pass (measured with `python3 -m benchmark
 * `activations`: the composites LeakyReLU, ELU, SELU, Hardsigmoid and Hardswish lower to
   (`Where(x > 0, x, ...)`, `Clip(x / 6 + 0.5, 0, 1)`) as LeakyRelu, Elu, Selu, HardSigmoid and
   HardSwish (from opset 14); the same values, up to the rounding of alpha * x against x / 6;
+* `batch_normalization`: a per-channel scale-and-shift chain (at least one constant with a value
+  per channel) that follows no Conv / Gemm (an eval-mode BatchNorm after a ReLU or a concat:
+  pre-activation blocks, DenseNet; four passes of Sub/Mul/Mul/Add) as one BatchNormalization
+  with the folded scale and shift (mean 0, variance 1, epsilon 0): fold_affine.py's folding
+  applied to the chain alone;
 * `merge_pads`: reflection and replication padding, which lower to one `Pad(mode=reflect /
   edge)` per padded axis (framework/ops/join.py), as one Pad: padding one axis and then another
   in the same mode is the same as padding both at once.
@@ -18,6 +23,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 
+from .fold_affine import _absorb, _known_constants, _per_channel_vector
 from .fuse_layer_norm import _reduce_axes, _scalar
 from .peephole import _attr, _Graph, _made_by, _without
 
@@ -220,4 +226,56 @@ def _scaled_activations(nodes: list, initializers: list, outputs: list, opset: i
                 _become(n, "HardSwish", [hard.input[0]])
                 dropped.add(id(hard))
                 break
+    return _without(nodes, dropped, {})
+
+
+_LINKS = ("Add", "Sub", "Mul", "Div")
+
+
+def _link_vector(link, out: str, known: dict, channels: int, rank: int):
+    """(the per-channel vector a two-input arithmetic node applies to `out`, whether its
+    constant has one value per channel rather than one in all), or (None, False)."""
+    if link.op_type not in _LINKS or len(link.input) != 2 or list(link.input).count(out) != 1:
+        return None, False
+    other = link.input[1] if link.input[0] == out else link.input[0]
+    vector = known.get(other)
+    if vector is None:
+        return None, False
+    return _per_channel_vector(vector, channels, rank), vector.size > 1
+
+
+def batch_normalization(nodes: list, initializers: list, outputs: list, new_const,
+                        shape_of) -> list:
+    """`shape_of(name)`: the traced shape of the IR value lowered under that name, or None."""
+    known = _known_constants(nodes, initializers)
+    g = _Graph(nodes, initializers, outputs)
+    consumer = {i: n for n in nodes for i in n.input if i}
+    dropped = set()
+    for first in nodes:
+        if id(first) in dropped or first.op_type not in _LINKS or len(first.input) != 2:
+            continue
+        x = first.input[1] if first.input[0] in known else first.input[0]
+        shape = shape_of(x)
+        if x in known or shape is None or len(shape) < 2 or not isinstance(shape[1], int):
+            continue
+        channels, rank = shape[1], len(shape)
+        scale, shift = np.ones(channels), np.zeros(channels)
+        chain, out, link, per_channel = [], x, first, False
+        while True:
+            vector, varies = _link_vector(link, out, known, channels, rank)
+            if vector is None or not _absorb(link, out, vector, scale, shift):
+                break
+            per_channel |= varies
+            chain.append(link)
+            out = link.output[0]
+            if not g.read_once(out) or out in outputs or out not in consumer:
+                break
+            link = consumer[out]
+        if len(chain) < 2 or not per_channel or all(link.op_type == "Add" for link in chain):
+            continue   # scalar arithmetic (a softmax's scale) stays as it is
+        dtype = known[first.input[1] if first.input[0] == x else first.input[0]].dtype
+        _become(chain[-1], "BatchNormalization",
+                [x] + [new_const(v.astype(dtype)) for v in
+                       (scale, shift, np.zeros(channels), np.ones(channels))], epsilon=0.0)
+        dropped.update(id(link) for link in chain[:-1])
     return _without(nodes, dropped, {})

@@ -25,7 +25,7 @@ MODELS = {  # name: (module, input shape, ONNX op it must contain)
                              "InstanceNormalization"),
     "instance_norm_1d": (lambda: nn.InstanceNorm1d(3), (2, 3, 6), "InstanceNormalization"),
     "instance_norm_running": (lambda: nn.InstanceNorm2d(3, track_running_stats=True),
-                              (2, 3, 4, 4), "Sub"),
+                              (2, 3, 4, 4), "BatchNormalization"),
     "nearest_size": (lambda: nn.Upsample(size=(7, 3)), (1, 2, 4, 5), "Resize"),
     "nearest_scale": (lambda: nn.Upsample(scale_factor=(1.5, 2)), (1, 2, 4, 5), "Resize"),
     "nearest_1d": (lambda: nn.Upsample(scale_factor=3), (2, 3, 4), "Resize"),

@@ -172,3 +172,53 @@ def test_activation_look_alikes_stay_as_they_are():
     proto = export_checked(LookAlikes(), args, 17)
     assert not {"LeakyRelu", "HardSigmoid", "Elu"} & set(_ops(proto))
     assert_close(run(proto, [a.numpy() for a in args]), eager_outputs(LookAlikes(), args))
+
+
+def _randomized(bn):
+    """Running statistics and affine parameters far from the identity, so a wrong fold shows."""
+    c = bn.num_features
+    rng = np.random.default_rng(c)
+    with flow.no_grad():
+        bn.running_mean.copy_(flow.tensor(rng.standard_normal(c).astype(np.float32)))
+        bn.running_var.copy_(flow.tensor(rng.uniform(0.5, 2.0, c).astype(np.float32)))
+        if bn.weight is not None:
+            bn.weight.copy_(flow.tensor(rng.standard_normal(c).astype(np.float32)))
+            bn.bias.copy_(flow.tensor(rng.standard_normal(c).astype(np.float32)))
+    return bn.eval()
+
+
+class PreActivation(nn.Module):
+    """BatchNorm after a ReLU and after a concat (pre-activation / DenseNet), where there is no
+    Conv before it to fold into."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm1 = _randomized(nn.BatchNorm2d(3))
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.norm2 = _randomized(nn.BatchNorm2d(7, affine=False))
+
+    def forward(self, x):
+        y = self.conv(F.relu(self.norm1(F.relu(x))))
+        return self.norm2(flow.cat([y, x], 1))
+
+
+@pytest.mark.parametrize("opset", [10, 13, 17])
+def test_batch_norm_after_no_conv_is_one_batch_normalization(opset):
+    proto = matches_at_two_sizes(PreActivation(), [(2, 3, 5, 6), (3, 3, 8, 4)], opset)
+    assert _ops(proto).count("BatchNormalization") == 2
+    assert not {"Sub", "Sqrt", "Reciprocal"} & set(_ops(proto))
+    rows = _randomized(nn.BatchNorm1d(5))
+    proto = matches_at_two_sizes(rows, [(4, 5), (9, 5)], opset, {"input_0": {0: "batch"}})
+    assert _ops(proto) == ["BatchNormalization"]
+
+
+def test_batch_norm_matches_pytorch_and_a_conv_before_it_still_folds():
+    norm = _randomized(nn.BatchNorm2d(3))
+    theirs = torch.nn.BatchNorm2d(3).eval()
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in norm.state_dict().items()})
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    proto = export_checked(norm, (flow.tensor(x),), 17)
+    np.testing.assert_allclose(run(proto, [x])[0], theirs(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-5)
+    conv_bn = nn.Sequential(nn.Conv2d(3, 3, 1), _randomized(nn.BatchNorm2d(3)))
+    assert _ops(export_checked(conv_bn, (flow.tensor(x),), 17)) == ["Conv"]
