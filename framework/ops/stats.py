@@ -12,6 +12,7 @@ import math
 from .. import dtype as dt
 from . import rules
 from .opdef import defop
+from .decompositions import svdvals
 from .precision import widened
 from .reduce import (_axes, _back, _cast_for, _count, _equal, _float_only, _reduced, _sign,
                      canonical_dims, mean, mean_op, sum_)
@@ -216,12 +217,29 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
 
 
 def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
-    """torch.norm: 'fro' and numbers are vector norms over `dim` (all dims by default)."""
+    """torch.norm: 'fro' and numbers are vector norms over `dim` (all dims by default); 'nuc'
+    is the nuclear norm of a matrix (2-d input, or the two dims given)."""
+    if p == "nuc":
+        return _nuclear_norm(input, dim, keepdim, dtype)
     if p == "fro":
         p = 2
     elif isinstance(p, str):
-        raise NotImplementedError(f"norm: p={p!r} is not supported; use 'fro' or a number")
+        raise ValueError(f"norm: p={p!r} is not a norm; use 'fro', 'nuc' or a number")
     return vector_norm(input, p, dim, keepdim, dtype=dtype)
+
+
+def _nuclear_norm(input, dim, keepdim: bool, dtype):
+    """The sum of the singular values over the two matrix dims."""
+    x = _cast_for(input, dtype)
+    if dim is None and x.ndim != 2:
+        raise rules.ShapeError(f"norm: p='nuc' needs a 2-d input or dim with two dims, got "
+                               f"shape {tuple(x.shape)}")
+    dims = tuple(d % x.ndim for d in (dim if dim is not None else (0, 1)))
+    if len(dims) != 2 or dims[0] == dims[1]:
+        raise ValueError(f"norm: p='nuc' needs two different dims, got {dim}")
+    values = svdvals(x.movedim(dims, (-2, -1)))
+    out = values.sum(-1)
+    return out.unsqueeze(min(dims)).unsqueeze(max(dims)) if keepdim else out
 
 
 EXPORTS = {"var": var, "std": std, "var_mean": _with_mean(var), "std_mean": _with_mean(std),

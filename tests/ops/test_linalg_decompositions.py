@@ -75,6 +75,8 @@ CASES = [
     Case("norm_vector_dim", lambda lib, x: lib.linalg.norm(x, 3, -1), (_rand(3, 4),), (0,)),
     Case("norm_matrix_dim", lambda lib, x: lib.linalg.norm(x, "nuc", (0, 1)), (_rand(3, 4, 2),), (0,)),
     Case("vector_norm", lambda lib, x: lib.linalg.vector_norm(x, 1, (0, 2)), (_rand(3, 4, 2),), (0,)),
+    Case("torch_norm_nuc", lambda lib, x: lib.norm(x, "nuc", dim=(2, 0), keepdim=True),
+         (_rand(3, 4, 2),), (0,)),
 ]
 
 
