@@ -55,6 +55,16 @@ PAIRS = [
      [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-10),
     ("pareto", lambda d, a, b, c, e: (d.Pareto(a, b), d.Pareto(c, e)),
      [positive(*_B) + 1.0, positive(*_B), positive(*_B), positive(*_B)], 1e-12),
+    ("lowrank_lowrank", lambda d, a, b, c, e, f, g: (
+        d.LowRankMultivariateNormal(a, b, c), d.LowRankMultivariateNormal(e, f, g)),
+     [real(2, 4), real(4, 2), positive(2, 4), real(4), real(2, 4, 3), positive(4)], 1e-10),
+    ("mvn_lowrank", lambda d, a, b, e, f, g: (
+        d.MultivariateNormal(a, covariance_matrix=b), d.LowRankMultivariateNormal(e, f, g)),
+     [real(2, 3), spd(3), real(3), real(3, 2), positive(3)], 1e-10),
+    ("lowrank_mvn", lambda d, a, b, c, e, f: (
+        d.LowRankMultivariateNormal(a, b, c), d.MultivariateNormal(e, scale_tril=f)),
+     [real(3), real(2, 3, 2), positive(3), real(3), np.tril(real(3, 3)) + 2 * np.eye(3)],
+     1e-10),
     ("cauchy", lambda d, a, b, c, e: (d.Cauchy(a, b), d.Cauchy(c, e)),
      [real(*_B), positive(*_B), real(*_B), positive(*_B)], 1e-12),
     ("lognormal", lambda d, a, b, c, e: (d.LogNormal(a, b), d.LogNormal(c, e)),
