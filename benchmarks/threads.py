@@ -6,11 +6,14 @@ Each case is an `nn.Graph` forward of an elementwise chain (scale, shift, GELU, 
 on a float32 (rows x 2048) activation, which the compiler fuses into one group and runs in
 blocks of CHUNK_TARGET elements. The thread counts are timed interleaved (`flow.set_num_threads`
 before each sample); the results are bit-identical at every count. Beside them: a plain NumPy
-copy of the same array on one thread, the memory-bandwidth floor one pass over the data costs.
+copy of the same array on one thread, the memory-bandwidth floor one pass over the data costs,
+and the process's CPU time per call at each count (CPU time / wall time: the cores the process
+actually got; on a shared machine that, not the thread count, bounds the speed-up).
 """
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 
@@ -43,8 +46,16 @@ def _at(threads: int, fn):
     return run
 
 
+def cores_used(fn, calls: int = 5) -> float:
+    """CPU seconds / wall seconds over a few calls of `fn` (all threads of the process)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        fn()
+    return (time.process_time() - cpu) / (time.perf_counter() - wall)
+
+
 def measure(thread_counts: list[int], mega_elements: list[int]) -> list[tuple]:
-    """Rows of (elements, {label: median seconds}) for each size."""
+    """Rows of (elements, {label: median seconds}, {thread count: cores used}) for each size."""
     rows = []
     for mega in mega_elements:
         n_rows = mega * (1 << 20) // COLUMNS
@@ -62,7 +73,8 @@ def measure(thread_counts: list[int], mega_elements: list[int]) -> list[tuple]:
         stats, errors = interleaved(fns, reps=15, sample_s=0.05, warmup=2)
         if errors:
             raise RuntimeError(errors)
-        rows.append((x.size, {k: s.median for k, s in stats.items()}))
+        cores = {t: cores_used(_at(t, lambda: graph(xt))) for t in thread_counts}
+        rows.append((x.size, {k: s.median for k, s in stats.items()}, cores))
     return rows
 
 
@@ -74,11 +86,13 @@ def main() -> None:
                         help="activation sizes in mega-elements (float32)")
     args = parser.parse_args()
     base = f"{args.threads[0]} threads"
-    for numel, medians in measure(args.threads, args.sizes):
+    for numel, medians, cores in measure(args.threads, args.sizes):
         cells = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in medians.items())
         speedups = ", ".join(f"{k}: {medians[base] / v:.2f}x" for k, v in medians.items()
                              if k.endswith("threads") and k != base)
-        print(f"{numel / 1e6:.1f}M elements: {cells}; speed-up over {base}: {speedups}")
+        got = ", ".join(f"{t} threads {c:.2f}" for t, c in cores.items())
+        print(f"{numel / 1e6:.1f}M elements: {cells}; speed-up over {base}: {speedups}; "
+              f"cores used (CPU / wall time): {got}")
 
 
 if __name__ == "__main__":
