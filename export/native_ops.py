@@ -22,7 +22,6 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-
 from .fold_affine import _absorb, _known_constants, _per_channel_vector
 from .fuse_layer_norm import _reduce_axes, _scalar
 from .peephole import _attr, _Graph, _made_by, _without
@@ -42,12 +41,6 @@ def global_average_pool(nodes: list, initializers: list, outputs: list, rank_of)
     return nodes
 
 
-def _is_zero(g: _Graph, name: str) -> bool:
-    init = g.inits.get(name)
-    return init is not None and not any(init.dims) and \
-        bool((numpy_helper.to_array(init) == 0).all())
-
-
 def prelu(nodes: list, initializers: list, outputs: list, shape_of) -> list:
     """`shape_of(name)`: the traced shape of the IR value lowered under that name, or None."""
     g = _Graph(nodes, initializers, outputs)
@@ -58,7 +51,7 @@ def prelu(nodes: list, initializers: list, outputs: list, shape_of) -> list:
         cond, x, product = n.input
         test = _made_by(g, cond, "GreaterOrEqual")
         mul = _made_by(g, product, "Mul")
-        if test is None or mul is None or test.input[0] != x or not _is_zero(g, test.input[1]) \
+        if test is None or mul is None or test.input[0] != x or _scalar(g, test.input[1]) != 0.0 \
                 or x not in mul.input or not g.read_once(cond) or not g.read_once(product) \
                 or cond in outputs or product in outputs:
             continue
