@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from . import dispatch
 from .compare import eq, ge, logical_not, where
 from .core import broadcast_to
 from .dropout import dropout
@@ -44,8 +45,19 @@ def _repeat_heads(t, times: int):
 
 def _safe_softmax(scores):
     """softmax over the last axis; a row that masks every key is all zeros instead of NaN."""
+    if _no_masked_score(scores):
+        return softmax(scores, -1)
     dead = all_op(eq(scores, -math.inf), dim=(scores.ndim - 1,), keepdim=True)
     return where(dead, 0.0, softmax(where(dead, 0.0, scores), -1))
+
+
+def _no_masked_score(scores) -> bool:
+    """Whether eager NumPy scores hold no -inf, so no row is dead and the test for one (four
+    passes over the scores, two more in the backward) changes no value and can be skipped.
+    Never while tracing: a compiled graph keeps the test for whatever scores it will meet."""
+    data = scores._data
+    return type(data) is np.ndarray and data.size > 0 and dispatch.arrays_directly() and \
+        bool(data.min() > -math.inf)
 
 
 @in_float32
