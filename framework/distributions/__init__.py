@@ -12,6 +12,7 @@ from .distribution import Distribution
 from .exponential import Exponential, Laplace, Poisson
 from .gamma import Beta, Gamma
 from .independent import Independent
+from . import kl_cross  # noqa: F401  (registers the closed forms between families)
 from .kl import kl_divergence, register_kl
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .mixture import MixtureSameFamily
