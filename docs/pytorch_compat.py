@@ -274,7 +274,7 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 * **`flow.distributions`** has PyTorch's families except ContinuousBernoulli,
   GeneralizedPareto, LKJCholesky, VonMises, Wishart and the ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
   Cat/Stack/CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
-  `kl_divergence`/`register_kl` with the closed forms between equal families. Draws come from
+  `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
   nn.Graph draw the same numbers from the same seed.
 * **Gamma, Chi2, StudentT, Beta and Dirichlet `rsample`** differentiate the Gamma draws by
