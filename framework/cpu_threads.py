@@ -54,6 +54,13 @@ def block_threads() -> int:
     return _threads
 
 
+class _InWorker(threading.local):
+    active = False   # True on the pool's own threads: their blocks never wait on the pool
+
+
+_in_worker = _InWorker()
+
+
 class _Workers:
     """`count` daemon threads, each serving its own queue of `(fn, arg, reply)` jobs: job i of
     a call goes to thread i, so a call's runs are spread over distinct threads."""
@@ -66,6 +73,7 @@ class _Workers:
 
     @staticmethod
     def _serve(jobs: queue.SimpleQueue) -> None:
+        _in_worker.active = True
         while (job := jobs.get()) is not None:
             fn, arg, reply = job
             try:
@@ -99,7 +107,7 @@ def run_blocks(block: Callable[[int], None], total: int, rows: int) -> None:
     once every run has ended."""
     starts = range(0, total, rows)
     threads = min(block_threads(), len(starts))
-    if threads <= 1:
+    if threads <= 1 or _in_worker.active:   # a block that runs blocks: on its own thread
         _run(block, starts)
         return
     workers = _workers(block_threads())

@@ -62,6 +62,15 @@ def test_an_error_in_a_block_reaches_the_caller_after_every_run_ends(restore_thr
     assert sorted(done) == [0, 1, 2, 3, 4, 5]
 
 
+def test_blocks_that_run_blocks_finish(restore_threads):
+    """A block on a worker thread that runs blocks itself runs them there (waiting on the pool
+    from inside it could wait for its own queue forever)."""
+    flow.set_num_threads(2)
+    inner = []
+    cpu_threads.run_blocks(lambda lo: inner.append(sorted(_record_blocks(4, 1))), 2, 1)
+    assert inner == [[0, 1, 2, 3]] * 2
+
+
 def _blocks_in_child(queue):
     queue.put(sorted(_record_blocks(6, 1)))
 
