@@ -127,9 +127,7 @@ class Multinomial(Distribution):
         new._categorical = self._categorical.expand(batch_shape)
         new._binomial = Binomial(self.total_count, probs=new._categorical.probs,
                                  validate_args=False)
-        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._init_expanded(new, batch_shape)
 
     @constraints.dependent_property(is_discrete=True, event_dim=1)
     def support(self):

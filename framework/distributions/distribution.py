@@ -167,6 +167,11 @@ class Distribution:
             if name in self.__dict__:
                 value = self.__dict__[name]
                 new.__dict__[name] = value.expand(tuple(batch_shape) + tuple(value.shape[old:]))
+        return self._init_expanded(new, batch_shape)
+
+    def _init_expanded(self, new: "Distribution", batch_shape) -> "Distribution":
+        """Give `new`, an expanded copy of this instance, its shapes; it keeps this instance's
+        validate_args (its parameters, views of checked ones, are not checked again)."""
         Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new

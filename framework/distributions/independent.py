@@ -33,9 +33,7 @@ class Independent(Distribution):
         kept = tuple(self._event_shape[:self.reinterpreted_batch_ndims])
         new.base_dist = self.base_dist.expand(tuple(batch_shape) + kept)
         new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims
-        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._init_expanded(new, batch_shape)
 
     @property
     def has_rsample(self):

@@ -31,9 +31,7 @@ class LogitRelaxedBernoulli(Distribution):
         new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
         new._bernoulli = self._bernoulli.expand(batch_shape)
         new.temperature = self.temperature
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._init_expanded(new, batch_shape)
 
     @property
     def probs(self):
@@ -110,9 +108,7 @@ class ExpRelaxedCategorical(Distribution):
         new = self._get_checked_instance(ExpRelaxedCategorical, _instance)
         new._categorical = self._categorical.expand(batch_shape)
         new.temperature = self.temperature
-        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._init_expanded(new, batch_shape)
 
     @property
     def probs(self):
