@@ -18,7 +18,30 @@ def one_of(probs, logits) -> tuple:
     return (probs, "probs") if probs is not None else (logits, "logits")
 
 
-class Bernoulli(Distribution):
+class BinaryParameters:
+    """`probs` and `logits` (log-odds) of binary trials: whichever was given is kept in the
+    instance, the other built from it on first read; `_param` is the given one."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.shape
+
+    def _expand_binary(self, cls, batch_shape, _instance, others=()):
+        """`expand` of a family with these parameters (and the parameters `others`)."""
+        new = self._expanded(cls, batch_shape, _instance, tuple(others) + ("probs", "logits"))
+        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
+        return new
+
+
+class Bernoulli(BinaryParameters, Distribution):
     """1 with probability `probs` (or sigmoid(`logits`)), else 0."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -34,21 +57,7 @@ class Bernoulli(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._expanded(Bernoulli, batch_shape, _instance, ("probs", "logits"))
-        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
-        return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.shape
+        return self._expand_binary(Bernoulli, batch_shape, _instance)
 
     @property
     def mean(self):

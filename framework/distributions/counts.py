@@ -8,12 +8,11 @@ from .. import creation, ops
 from ..grad_mode import no_grad
 from ..size import Size
 from . import constraints
-from .bernoulli import one_of
+from .bernoulli import BinaryParameters, one_of
 from .categorical import Categorical
 from .distribution import Distribution
 from .gamma import Gamma
-from .utils import (all_true, broadcast_all, concrete, lazy_property, logits_to_probs,
-                    probs_to_logits, tiny_of)
+from .utils import (all_true, broadcast_all, concrete, tiny_of)
 
 
 def _clamp_by_zero(x):
@@ -28,7 +27,7 @@ def _homogeneous_count(total_count, what: str) -> int:
     return count
 
 
-class Binomial(Distribution):
+class Binomial(BinaryParameters, Distribution):
     """Successes in `total_count` independent trials of probability `probs` (or
     sigmoid(`logits`))."""
 
@@ -45,25 +44,11 @@ class Binomial(Distribution):
         super().__init__(param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._expanded(Binomial, batch_shape, _instance, ("total_count", "probs", "logits"))
-        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
-        return new
+        return self._expand_binary(Binomial, batch_shape, _instance, ("total_count",))
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self.total_count)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.shape
 
     @property
     def mean(self):
@@ -177,7 +162,7 @@ class Multinomial(Distribution):
                 + (binomial_probs * weights).sum(0).sum(-1))
 
 
-class Geometric(Distribution):
+class Geometric(BinaryParameters, Distribution):
     """Failures before the first success of trials with success probability `probs`."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -187,6 +172,7 @@ class Geometric(Distribution):
         param, name = one_of(probs, logits)
         (value,) = broadcast_all(param)
         self.__dict__[name] = value
+        self._param = value
         super().__init__(value.shape, validate_args=validate_args)
         if self._validate_args and name == "probs" and concrete(value) \
                 and not all_true(value > 0):
@@ -195,15 +181,7 @@ class Geometric(Distribution):
                              f"but found invalid values:\n{value}")
 
     def expand(self, batch_shape, _instance=None):
-        return self._expanded(Geometric, batch_shape, _instance, ("probs", "logits"))
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
+        return self._expand_binary(Geometric, batch_shape, _instance)
 
     @property
     def mean(self):
@@ -237,7 +215,7 @@ class Geometric(Distribution):
                                                     reduction="none") / self.probs
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(BinaryParameters, Distribution):
     """Successes before `total_count` failures of trials with success probability `probs`:
     a Poisson count whose rate is Gamma(total_count, exp(-logits)) distributed."""
 
@@ -255,22 +233,7 @@ class NegativeBinomial(Distribution):
         super().__init__(param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._expanded(NegativeBinomial, batch_shape, _instance,
-                             ("total_count", "probs", "logits"))
-        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
-        return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.shape
+        return self._expand_binary(NegativeBinomial, batch_shape, _instance, ("total_count",))
 
     @property
     def mean(self):
