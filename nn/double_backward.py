@@ -43,11 +43,16 @@ class Recall:
     __slots__ = ("module", "refs", "tree", "wrt", "params", "rng")
 
     def __init__(self, call: tuple, wrt: list, params: list, draws: bool):
-        self.module = call[0]
-        tensors, self.tree = split_tensors(call[1:], _is_tensor)
-        self.refs = [weakref.ref(t) for t in tensors]
-        self.wrt = [weakref.ref(t) for t in wrt]
-        self.params = params
+        """Made on every compiled call with gradients, so the usual call (tensor arguments,
+        no keywords) takes the short way."""
+        module, args, kwargs = call
+        self.module, self.params = module, params
+        if not kwargs and len(args) == 1 and type(args[0]) is Tensor:   # model(x)
+            self.tree, self.refs = None, [_ref(args[0])]
+        else:
+            tensors, self.tree = split_tensors((args, kwargs), _is_tensor)
+            self.refs = [weakref.ref(t) for t in tensors]
+        self.wrt = [weakref.ref(t) for t in wrt] if wrt else ()
         self.rng = rng_states() if draws else None
 
     def arguments(self) -> tuple:
@@ -59,8 +64,12 @@ class Recall:
                 f"double backward (create_graph=True) through the compiled call of "
                 f"{type(self.module).__name__} needs its arguments, which are gone; keep them "
                 "alive until the backward, or run the call eagerly")
-        args, kwargs = join_tensors(self.tree, iter(tensors))
+        args, kwargs = (tuple(tensors), {}) if self.tree is None else \
+            join_tensors(self.tree, iter(tensors))
         return args, kwargs, self.params + wrt
+
+
+_ref = weakref.ref
 
 
 def _is_tensor(t) -> bool:

@@ -112,7 +112,7 @@ class _TrainEntry:
     def __init__(self, exe, tree, n_user, n_out, grad_params, lr_bindings, report, effects):
         self.exe, self.tree, self.n_user, self.n_out = exe, tree, n_user, n_out
         self.grad_params, self.lr_bindings, self.report = grad_params, lr_bindings, report
-        self.effects = effects
+        self.effects = effects or None   # (None: a run need not ask)
 
     def run(self, leaves):
         for b in self.lr_bindings:

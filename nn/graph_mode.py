@@ -272,7 +272,8 @@ def _arrays(leaves) -> list:
 
 class ForwardEntry:
     def __init__(self, exe, tree, n_user, effects):
-        self.exe, self.tree, self.n_user, self.effects = exe, tree, n_user, effects
+        self.exe, self.tree, self.n_user = exe, tree, n_user
+        self.effects = effects or None   # (None: a run need not ask)
 
     def run(self, leaves, call: tuple | None = None):
         outs = self.exe(_arrays(leaves))
@@ -352,20 +353,21 @@ class JointEntry:
         self.shared = _shared_outputs(bwd.graph)
         self.params, self.input_positions = params, input_positions
         self.diff_positions, self.have, self.name = diff_positions, have, name
-        self.effects = effects
+        self.effects = effects or None   # (None: a run need not ask)
         self.draws = any(not n.pure for n in fwd.graph.nodes)   # random ops draw in it
 
     def run(self, leaves, call: tuple | None = None):
         """`call`: (module, args, kwargs), which the tape node keeps (weakly) for a double
         backward."""
-        recall = Recall(call, [leaves[i] for i in self.input_positions], self.params,
-                        self.draws) if call is not None and self.diff_positions else None
+        wrt = [leaves[i] for i in self.input_positions]
+        recall = Recall(call, wrt, self.params, self.draws) \
+            if call is not None and self.diff_positions else None
         res = self.fwd(_arrays(leaves))
         n_user = self.n_user
         outs = [Tensor._wrap(o, i) for i, o in enumerate(res[:n_user])]
         if self.effects:
             self.effects.apply(leaves, res[n_user:self.n_out])
-        inputs = self.params + [leaves[i] for i in self.input_positions]
+        inputs = self.params + wrt
         op = _CompiledBackward(self, len(inputs), recall)
         inputs += [Tensor._wrap(r) for r in res[self.n_out:]]
         del res
