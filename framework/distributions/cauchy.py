@@ -7,8 +7,7 @@ from .. import creation, ops
 from ..size import Size
 from . import constraints
 from .distribution import Distribution
-from .transformed_distribution import TransformedDistribution
-from .transforms import AbsTransform
+from .transformed_distribution import FoldedAtZero
 from .utils import broadcast_all
 
 
@@ -65,24 +64,15 @@ class Cauchy(Distribution):
         return math.log(4 * math.pi) + self.scale.log()
 
 
-class HalfCauchy(TransformedDistribution):
+class HalfCauchy(FoldedAtZero):
     """|Cauchy(0, scale)|."""
 
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
     def __init__(self, scale, validate_args=None):
-        super().__init__(Cauchy(0, scale, validate_args=False), AbsTransform(),
-                         validate_args=validate_args)
+        super().__init__(Cauchy(0, scale, validate_args=False), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(HalfCauchy, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def scale(self):
-        return self.base_dist.scale
 
     @property
     def mean(self):
@@ -90,26 +80,5 @@ class HalfCauchy(TransformedDistribution):
                              device=self.scale.device)
 
     @property
-    def mode(self):
-        return creation.zeros_like(self.scale)
-
-    @property
     def variance(self):
         return self.base_dist.variance
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return ops.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)

@@ -1,13 +1,17 @@
 """TransformedDistribution: a base distribution pushed through a chain of transforms (the
-families defined this way are in transformed_families.py)."""
+families defined this way are in transformed_families.py), and FoldedAtZero, |X| of a base
+distribution symmetric about 0 (HalfNormal, HalfCauchy)."""
 from __future__ import annotations
 
+import math
+
+from .. import creation, ops
 from ..grad_mode import no_grad
 from ..size import Size
 from . import constraints
 from .distribution import Distribution
 from .independent import Independent
-from .transforms import ComposeTransform, Transform
+from .transforms import AbsTransform, ComposeTransform, Transform
 from .utils import as_shape, sum_rightmost
 
 
@@ -119,3 +123,40 @@ class TransformedDistribution(Distribution):
         for transform in self.transforms:
             value = transform(value)
         return value
+
+
+class FoldedAtZero(TransformedDistribution):
+    """|X| for X from a base distribution symmetric about 0 with a `scale` (its density
+    doubled on x >= 0): the common part of HalfNormal and HalfCauchy."""
+
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, base: Distribution, validate_args=None):
+        super().__init__(base, AbsTransform(), validate_args=validate_args)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mode(self):
+        return creation.zeros_like(self.scale)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return ops.where(value >= 0, log_prob, -math.inf)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)

@@ -11,8 +11,8 @@ from .exponential import Exponential
 from .gamma import Gamma
 from .normal import Normal
 from .structured_transforms import StickBreakingTransform
-from .transformed_distribution import TransformedDistribution
-from .transforms import AbsTransform, AffineTransform, ExpTransform, PowerTransform
+from .transformed_distribution import FoldedAtZero, TransformedDistribution
+from .transforms import AffineTransform, ExpTransform, PowerTransform
 from .uniform import Uniform
 from .utils import broadcast_all, eps_of, tiny_of
 
@@ -59,53 +59,23 @@ class LogNormal(TransformedDistribution):
         return self.base_dist.entropy() + self.loc
 
 
-class HalfNormal(TransformedDistribution):
+class HalfNormal(FoldedAtZero):
     """|Normal(0, scale)|."""
 
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
     def __init__(self, scale, validate_args=None):
-        super().__init__(Normal(0, scale, validate_args=False), AbsTransform(),
-                         validate_args=validate_args)
+        super().__init__(Normal(0, scale, validate_args=False), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(HalfNormal, _instance)
         return super().expand(batch_shape, _instance=new)
 
     @property
-    def scale(self):
-        return self.base_dist.scale
-
-    @property
     def mean(self):
         return self.scale * math.sqrt(2 / math.pi)
 
     @property
-    def mode(self):
-        return creation.zeros_like(self.scale)
-
-    @property
     def variance(self):
         return self.scale.pow(2) * (1 - 2 / math.pi)
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return ops.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
 
 
 class Gumbel(TransformedDistribution):
