@@ -98,7 +98,23 @@ class Categorical(Distribution):
         return values.expand((-1,) + tuple(self._batch_shape)) if expand else values
 
 
-class OneHotCategorical(Distribution):
+class CategoricalParameters:
+    """`probs`, `logits` and `param_shape` of a family built on a Categorical `_categorical`."""
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+
+class OneHotCategorical(CategoricalParameters, Distribution):
     """Categorical draws as one-hot vectors (event shape (K,))."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(
@@ -120,17 +136,6 @@ class OneHotCategorical(Distribution):
     def _param(self):
         return self._categorical._param
 
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     @property
     def mean(self):

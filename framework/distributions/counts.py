@@ -9,7 +9,7 @@ from ..grad_mode import no_grad
 from ..size import Size
 from . import constraints
 from .bernoulli import BinaryParameters, one_of
-from .categorical import Categorical
+from .categorical import Categorical, CategoricalParameters
 from .distribution import Distribution
 from .gamma import Gamma
 from .utils import (all_true, broadcast_all, concrete, tiny_of)
@@ -91,7 +91,7 @@ class Binomial(BinaryParameters, Distribution):
         return values.expand((-1,) + tuple(self._batch_shape)) if expand else values
 
 
-class Multinomial(Distribution):
+class Multinomial(CategoricalParameters, Distribution):
     """Counts per category of `total_count` Categorical draws (event shape (K,))."""
 
     arg_constraints = {"probs": constraints.simplex,
@@ -118,17 +118,6 @@ class Multinomial(Distribution):
     def support(self):
         return constraints.multinomial(self.total_count)
 
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     @property
     def mean(self):

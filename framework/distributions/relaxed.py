@@ -8,7 +8,7 @@ from .. import creation
 from ..size import Size
 from . import constraints
 from .bernoulli import Bernoulli
-from .categorical import Categorical
+from .categorical import Categorical, CategoricalParameters
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
@@ -90,7 +90,7 @@ class RelaxedBernoulli(TransformedDistribution):
         return self.base_dist.probs
 
 
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(CategoricalParameters, Distribution):
     """log of a RelaxedOneHotCategorical draw: log-softmax((logits + Gumbel noise) / T)."""
 
     arg_constraints = {"probs": constraints.simplex,
@@ -110,17 +110,6 @@ class ExpRelaxedCategorical(Distribution):
         new.temperature = self.temperature
         return self._init_expanded(new, batch_shape)
 
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
