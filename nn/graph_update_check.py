@@ -26,13 +26,13 @@ from dualflow.graph.ir.serialize import SerializeError
 from dualflow.tensor import Tensor
 
 
-def class_name(opt) -> str:
+def _class_name(opt) -> str:
     return f"{type(opt).__module__}.{type(opt).__qualname__}"
 
 
 def optimizer_facts(optimizers: list) -> list:
     """Per optimizer: its class and each group's hyper-parameter names."""
-    return [{"class": class_name(opt), "groups": _group_keys(opt.param_groups)}
+    return [{"class": _class_name(opt), "groups": _group_keys(opt.param_groups)}
             for opt in optimizers]
 
 
