@@ -18,8 +18,10 @@ in-place state update of the buffer the graph is bound to (same shape and dtype 
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from dualflow.graph.capture.compiled_call import OptimizerSnapshot
-from dualflow.utils.pytree import contains_tensor, flatten, unflatten
+from dualflow.utils.pytree import contains_tensor, flatten, map_tensors, unflatten
 from dualflow.graph.capture.tracer import TraceError, TracedTensor
 from dualflow.tensor import Tensor
 
@@ -167,6 +169,24 @@ class StateCapture:
                 f"({tuple(traced.shape)}, {traced.dtype}); a compiled graph updates buffers in "
                 "place. Keep the buffer's shape and dtype, or run this module in eager mode")
         self.tracer.store(old, traced)
+
+
+def capture_call(trace, call: tuple, leaves: list, modules, attrs: tuple, snapshot,
+                 run: Callable, what: str) -> tuple:
+    """The capture of one call, shared by nn.Graph and GRAPH-mode module calls (inside `with
+    trace`): `call`'s tensors (`leaves`, its flat tensors; its last item the module attributes
+    `attrs` hold) become traced inputs, `run(*call[:-1])` runs on them with the modules' Python
+    state watched, and the capture rule judges what it did. Returns (traced inputs, output
+    leaves, output tree, side effects, the traced values the side effects write, the capture)."""
+    traced = trace.inputs(leaves)
+    it = iter(traced)
+    *arguments, state = map_tensors(call, lambda t: next(it))
+    capture = StateCapture(trace.tracer, modules, attrs, snapshot, traced)
+    capture.swap_in(state)
+    out = run(*arguments)
+    out_leaves, tree = flatten(out, what)
+    effects, state_leaves = capture.collect()
+    return traced, out_leaves, tree, effects, state_leaves, capture
 
 
 def _where(t) -> str:

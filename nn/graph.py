@@ -22,12 +22,12 @@ from dualflow.graph.capture.call_trace import scope_names
 from dualflow.graph.capture.compiled_call import CompiledCall
 from dualflow.graph.capture.dynamic import requested_dims
 from dualflow.graph.capture.optim_step import LrBinding, check_state_in_place, hyper_parameters
-from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.utils.pytree import flatten, flatten_args, unflatten
 from dualflow.graph.capture.retrace import RetraceLog, leaf_names
 from dualflow.mode import EAGER, mode
 from dualflow.tensor import Tensor
 
-from .capture import Snapshot, StateCapture, read_state
+from .capture import Snapshot, capture_call, read_state
 from .capture_effects import compile_counting
 from .graph_data_parallel import arm_data_parallel
 from .graph_mode import module_tree, retrace_reason
@@ -423,14 +423,9 @@ class Graph:
             for b in bindings:
                 b.group["lr"] = b.tensor
             with trace:
-                traced = trace.inputs(leaves)
-                it = iter(traced)
-                args, state = map_tensors(call, lambda t: next(it))
-                capture = StateCapture(trace.tracer, modules, attrs, snapshot, traced)
-                capture.swap_in(state)
-                out = self._step(args)
-                out_leaves, tree = flatten(out, f"{type(self).__name__}.build() output")
-                effects, state_leaves = capture.collect()
+                _, out_leaves, tree, effects, state_leaves, _ = capture_call(
+                    trace, call, leaves, modules, attrs, snapshot, self._step,
+                    f"{type(self).__name__}.build() output")
                 grad_params = [p for p in params if isinstance(p.grad, TracedTensor)]
                 values = [trace.tracer.value_of(t) for t in
                           out_leaves + state_leaves + [p.grad for p in grad_params]]

@@ -18,7 +18,7 @@ from dualflow.graph.passes.checkpoint import checkpoint_pass
 from dualflow.graph.passes.cse import cse
 from dualflow.graph.passes.decompose import decompose
 from dualflow.graph.passes.recompute import recompute
-from dualflow.utils.pytree import flatten, flatten_args, map_tensors, unflatten
+from dualflow.utils.pytree import flatten_args, unflatten
 from dualflow.graph.capture.retrace import argument_changes, leaf_names
 from dualflow.graph.passes.split import split_forward_backward
 from dualflow.graph.capture.call_trace import Trace, explain_change, scope_names, signature
@@ -26,7 +26,7 @@ from dualflow.graph.capture.tracer import TraceError, tracing
 from dualflow.ops import dispatch
 from dualflow.tensor import Tensor
 
-from .capture import Snapshot, StateCapture, guard_values, read_state, state_attrs
+from .capture import Snapshot, capture_call, guard_values, read_state, state_attrs
 from .capture_effects import compile_counting
 from .double_backward import Recall, eager_vjp
 from .graph_breaks import _recorders, break_graph, lookup, record_compiled
@@ -220,19 +220,17 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     names, module_names = scope_names({root: module})
     name = type(module).__name__
     trace = Trace(name, names, module_names)
-    with trace:
-        traced = trace.inputs(leaves)
-        it = iter(traced)
-        args, kwargs, state = map_tensors(call, lambda t: next(it))
-        capture = StateCapture(trace.tracer, walk.modules, walk.attrs, snapshot, traced)
-        capture.swap_in(state)
+    def run(args, kwargs):
         trace.tracer.scopes.append(root)
         try:
-            out = traced_call(module, args, kwargs)
+            return traced_call(module, args, kwargs)
         finally:
             trace.tracer.scopes.pop()
-        out_leaves, tree = flatten(out, f"{name}.forward() output")
-        effects, state_leaves = capture.collect()
+
+    with trace:
+        traced, out_leaves, tree, effects, state_leaves, capture = capture_call(
+            trace, call, leaves, walk.modules, walk.attrs, snapshot, run,
+            f"{name}.forward() output")
         n_user = len(out_leaves)
         leaves_out = out_leaves + state_leaves
         if not needs_grad:
