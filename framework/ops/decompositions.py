@@ -1,8 +1,9 @@
 """Matrix decompositions, as in torch.linalg: cholesky, qr, eigh, svd, and pinv built on the
 SVD.
 
-Kernels are `xp.linalg` calls, batched over leading dims. The VJPs are PyTorch's formulas
-written with dualflow ops: Murray's for the Cholesky factor, the m >= n one for QR, and for eigh
+Kernels are `xp.linalg` calls, batched over leading dims (float16/bfloat16 computed in
+float32, as LAPACK has no such types; the public functions take float32/float64 only, as
+PyTorch's). The VJPs are PyTorch's formulas written with dualflow ops: Murray's for the Cholesky factor, the m >= n one for QR, and for eigh
 and svd the ones dividing by E_jk = l_k - l_j (s_k^2 - s_j^2), which are infinite where
 eigenvalues (singular values) repeat, as in PyTorch, unless only the values are differentiated.
 The decompositions with several outputs take None for an output that got no gradient
@@ -19,6 +20,7 @@ from ..tensor import Tensor
 from .arith import add, div, mul, sub
 from .linalg import matmul_op
 from .opdef import TensorType, defop, not_exportable
+from .precision import widened
 from .rules import ShapeError
 from .shape import narrow, unsqueeze
 from .solve import LinAlgError, float_matrices, mT, solve_triangular_op, square
@@ -91,7 +93,7 @@ def _cholesky_vjp(g, factor, a, upper):
 
 
 cholesky_op = defop(
-    "cholesky", _cholesky_kernel,
+    "cholesky", widened(_cholesky_kernel),
     lambda a, upper: TensorType(square("linalg.cholesky", a), a.dtype, a.device),
     _cholesky_vjp, saves=(), saves_out=True, onnx=not_exportable(_NO_ONNX))
 
@@ -103,7 +105,7 @@ def _cholesky_ex_rule(a, upper):
 
 # cholesky with a per-matrix error code instead of an error.
 cholesky_ex_op = defop(
-    "cholesky_ex", _cholesky_ex_kernel, _cholesky_ex_rule,
+    "cholesky_ex", widened(_cholesky_ex_kernel), _cholesky_ex_rule,
     lambda grads, outs, a, upper: _cholesky_vjp(grads[0], outs[0], a, upper),
     saves=(), saves_out=(0,), num_outputs=2, onnx=not_exportable(_NO_ONNX))
 
@@ -173,7 +175,7 @@ def _qr_vjp(grads, outs, a, mode):
     return (solve_triangular_op(mT(r), ga, upper=False, left=False, unitriangular=False),)
 
 
-qr_op = defop("qr", _qr_kernel, _qr_rule, _qr_vjp, saves=(), saves_out=True, num_outputs=2,
+qr_op = defop("qr", widened(_qr_kernel), _qr_rule, _qr_vjp, saves=(), saves_out=True, num_outputs=2,
               sparse_grads=True, onnx=not_exportable(_NO_ONNX))
 
 
@@ -207,8 +209,8 @@ def _eigh_vjp(grads, outs, a, uplo):
     return (matmul_op(matmul_op(vectors, inner), mT(vectors)),)
 
 
-eigh_op = defop("eigh", lambda xp, a, uplo: tuple(xp.linalg.eigh(a, UPLO=uplo)), _eigh_rule,
-                _eigh_vjp, saves=(), saves_out=True, num_outputs=2, sparse_grads=True,
+eigh_op = defop("eigh", widened(lambda xp, a, uplo: tuple(xp.linalg.eigh(a, UPLO=uplo))),
+                _eigh_rule, _eigh_vjp, saves=(), saves_out=True, num_outputs=2, sparse_grads=True,
                 onnx=not_exportable(_NO_ONNX))
 
 
@@ -286,7 +288,8 @@ def _svd_vjp(grads, outs, a, full_matrices):
     return (matmul_op(matmul_op(u, inner), vh),)
 
 
-svd_op = defop("svd", lambda xp, a, full_matrices: tuple(xp.linalg.svd(a, full_matrices)),
+svd_op = defop("svd", widened(lambda xp, a, full_matrices: tuple(xp.linalg.svd(a,
+                                                                              full_matrices))),
                _svd_rule, _svd_vjp, saves=(), saves_out=True, num_outputs=3, sparse_grads=True,
                onnx=not_exportable(_NO_ONNX))
 
@@ -338,7 +341,7 @@ def _pinv_vjp(g, p, a, atol, rtol, hermitian):
 
 
 pinv_op = defop(
-    "pinv", _pinv_kernel,
+    "pinv", widened(_pinv_kernel),
     lambda a, atol, rtol, hermitian: TensorType(
         _svd_rule(a, False)[0].shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype, a.device),
     _pinv_vjp, saves_out=True, onnx=not_exportable(_NO_ONNX))

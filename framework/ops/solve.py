@@ -15,6 +15,7 @@ from ..tensor import Tensor
 from .arith import _grad_if, mul, neg, sub
 from .linalg import einsum, matmul_op
 from .opdef import TensorType, defop, not_exportable
+from .precision import widened
 from .rules import ShapeError, broadcast_shapes
 from .shape import transpose, unsqueeze
 from .structure import diag_embed, tril, triu
@@ -105,8 +106,10 @@ def _solve_triangular_vjp(g, x, a, b, upper, left, unitriangular):
     return ga, gb if b.requires_grad else None
 
 
+# LAPACK has no float16/bfloat16: the kernels of this file compute in float32 for them (the
+# public functions take float32/float64 only, as PyTorch's CPU linalg; the ops stay usable)
 solve_triangular_op = defop(
-    "solve_triangular", _solve_triangular_kernel,
+    "solve_triangular", widened(_solve_triangular_kernel),
     lambda a, b, upper, left, unitriangular: _system_type("linalg.solve_triangular", a, b, left),
     _solve_triangular_vjp, saves=(0,), saves_out=True,
     onnx=not_exportable("ONNX has no triangular-solve operator"))
@@ -167,7 +170,7 @@ def _solve_vjp(g, x, a, b, left):
     return ga, gb if b.requires_grad else None
 
 
-solve_op = defop("solve", _solve_kernel,
+solve_op = defop("solve", widened(_solve_kernel),
                  lambda a, b, left: _system_type("linalg.solve", a, b, left), _solve_vjp,
                  saves=(0,), saves_out=True,
                  onnx=not_exportable("ONNX has no linear-solve operator"))
@@ -199,7 +202,7 @@ def _inv_vjp(g, out, a):
     return (neg(matmul_op(matmul_op(out_t, g), out_t)),)
 
 
-inv_op = defop("inv", lambda xp, a: checked_linalg(xp, "linalg.inv", xp.linalg.inv, a),
+inv_op = defop("inv", widened(lambda xp, a: checked_linalg(xp, "linalg.inv", xp.linalg.inv, a)),
                lambda a: TensorType(square("linalg.inv", a), a.dtype, a.device), _inv_vjp,
                saves=(), saves_out=True,
                onnx=not_exportable("ONNX's standard domain has no matrix inverse"))
@@ -242,7 +245,7 @@ def _cofactor_vjp(g, c, a):
 
 
 # The cofactor matrix adj(A)^T: det's gradient, defined for singular matrices as well.
-cofactor_op = defop("cofactor", _cofactor_kernel,
+cofactor_op = defop("cofactor", widened(_cofactor_kernel),
                     lambda a: TensorType(square("cofactor", a), a.dtype, a.device),
                     _cofactor_vjp, onnx=not_exportable("a gradient op: training graphs only"))
 
@@ -258,8 +261,8 @@ def _det_rule(a):
     return _batch_type(a)
 
 
-det_op = defop("det", lambda xp, a: xp.asarray(xp.linalg.det(a), dtype=a.dtype), _det_rule,
-               _det_vjp, onnx="Det")
+det_op = defop("det", widened(lambda xp, a: xp.asarray(xp.linalg.det(a), dtype=a.dtype)),
+               _det_rule, _det_vjp, onnx="Det")
 
 
 def det(A: Tensor) -> Tensor:
@@ -284,7 +287,7 @@ def _slogdet_kernel(xp, a):
     return xp.asarray(sign, dtype=a.dtype), xp.asarray(logabsdet, dtype=a.dtype)
 
 
-slogdet_op = defop("slogdet", _slogdet_kernel, _slogdet_rule,
+slogdet_op = defop("slogdet", widened(_slogdet_kernel), _slogdet_rule,
                    _slogdet_vjp, saves=(0,), num_outputs=2,
                    onnx=not_exportable("ONNX has no log-determinant operator (Det overflows "
                                        "where slogdet does not)"))
