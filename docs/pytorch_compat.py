@@ -271,8 +271,8 @@ Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_
 
 Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
-* **`flow.distributions`** has PyTorch's families except ContinuousBernoulli,
-  GeneralizedPareto, LKJCholesky, VonMises, Wishart and the ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
+* **`flow.distributions`** has PyTorch's families except GeneralizedPareto, LKJCholesky,
+  VonMises, Wishart and the ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
   Cat/Stack/CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
   `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
@@ -286,7 +286,8 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 * **`validate_args`** raises PyTorch's errors; value checks are skipped on traced tensors (compiled
   code, ONNX export), as PyTorch skips them under tracing. Beta's messages and repr name its
   own concentrations (PyTorch's name an inner Dirichlet). Multinomial's entropy takes
-  lgamma(n + 1) in the parameters' dtype (PyTorch in float32, ~1e-7 off in float64).
+  lgamma(n + 1) in the parameters' dtype (PyTorch in float32, ~1e-7 off in float64). KL between
+  a ContinuousBernoulli and a Uniform covering [0, 1] exactly is finite here (PyTorch: inf).
 * **Special functions** `lgamma`, `digamma`, `polygamma`, `erfinv`, `igamma(c)`, `poisson`,
   `binomial` are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
   accurate to ~1e-9 in float64 (ours ~1e-14), and `polygamma(n >= 2, inf)` is 0 here (NaN in

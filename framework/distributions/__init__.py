@@ -6,6 +6,7 @@ from .constraint_registry import biject_to, transform_to
 from .bernoulli import Bernoulli
 from .cauchy import Cauchy, HalfCauchy
 from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
+from .continuous_bernoulli import ContinuousBernoulli
 from .counts import Binomial, Geometric, Multinomial, NegativeBinomial
 from .dirichlet import Dirichlet
 from .distribution import Distribution
@@ -32,11 +33,12 @@ from .transforms import (AbsTransform, AffineTransform, ComposeTransform,
 from .uniform import Uniform
 
 __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical",
-           "Cauchy", "Chi2", "ComposeTransform", "CumulativeDistributionTransform", "Dirichlet",
-           "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
-           "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal",
-           "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy", "Laplace",
-           "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal",
+           "Cauchy", "Chi2", "ComposeTransform", "ContinuousBernoulli",
+           "CumulativeDistributionTransform", "Dirichlet", "Distribution",
+           "ExpRelaxedCategorical", "ExpTransform", "Exponential", "FisherSnedecor", "Gamma",
+           "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
+           "IndependentTransform", "InverseGamma", "Kumaraswamy", "Laplace", "LogNormal",
+           "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal",
            "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
            "NegativeBinomial", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
            "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli",

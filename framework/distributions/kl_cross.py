@@ -8,6 +8,7 @@ import math
 
 from .. import creation, ops
 from .bernoulli import Bernoulli
+from .continuous_bernoulli import ContinuousBernoulli
 from .counts import Binomial
 from .exponential import Exponential, Laplace, Poisson
 from .gamma import Beta, Gamma
@@ -29,13 +30,14 @@ def _infinite(attr: str):
 
 
 for _p, _attr, _qs in (
-        (Exponential, "rate", (Beta, Pareto, Uniform)),
-        (Gamma, "concentration", (Beta, Pareto, Uniform)),
-        (Gumbel, "loc", (Beta, Exponential, Gamma, Pareto, Uniform)),
-        (Laplace, "loc", (Beta, Exponential, Gamma, Pareto, Uniform)),
-        (Normal, "loc", (Beta, Exponential, Gamma, Pareto, Uniform)),
-        (Pareto, "scale", (Beta, Uniform)), (Poisson, "rate", (Bernoulli, Binomial)),
-        (Beta, "concentration1", (Pareto,))):
+        (Exponential, "rate", (Beta, ContinuousBernoulli, Pareto, Uniform)),
+        (Gamma, "concentration", (Beta, ContinuousBernoulli, Pareto, Uniform)),
+        (Gumbel, "loc", (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)),
+        (Laplace, "loc", (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)),
+        (Normal, "loc", (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)),
+        (Pareto, "scale", (Beta, ContinuousBernoulli, Uniform)),
+        (Poisson, "rate", (Bernoulli, Binomial)), (Beta, "concentration1", (Pareto,)),
+        (ContinuousBernoulli, "probs", (Pareto,))):
     for _q in _qs:
         register_kl(_p, _q)(_infinite(_attr))
 
@@ -238,3 +240,43 @@ def _kl_uniform_pareto(p, q):
     t1 = (q.alpha * q.scale.pow(q.alpha) * width).log()
     t2 = (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
     return ops.where(p.low < q.scale, _INF, t2 * (q.alpha + 1) - t1)
+
+
+def _cross_entropy_to_cb(p, q):
+    """-E_p[log q] for a ContinuousBernoulli q and p on [0, 1] with mean E_p[x]."""
+    return -p.mean * q.logits - (-q.probs).log1p() - q._log_normalizer()
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_cb_cb(p, q):
+    return (p.mean * (p.logits - q.logits) + p._log_normalizer() + (-p.probs).log1p()
+            - q._log_normalizer() - (-q.probs).log1p())
+
+
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_cb(p, q):
+    return -p.entropy() + _cross_entropy_to_cb(p, q)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_cb(p, q):
+    result = -p.entropy() + _cross_entropy_to_cb(p, q)
+    return ops.where((p.high > 1) | (p.low < 0), _INF, result)
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_cb_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_cb_normal(p, q):
+    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).pow(2)) + q.scale.log()
+    t3 = (p.variance + p.mean.pow(2) - 2.0 * q.loc * p.mean) / (2.0 * q.scale.pow(2))
+    return -p.entropy() + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_cb_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return ops.where((q.low > 0) | (q.high < 1), _INF, result)

@@ -225,6 +225,14 @@ CASES = [
          {"loc": real(2, 4), "w": real(4, 2), "diag": positive(2, 4)}, real(3, 2, 4),
          methods=("log_prob", "entropy", "mean", "variance", "mode", "covariance_matrix",
                   "precision_matrix", "scale_tril"), rtol=1e-11, grad_rtol=1e-10),
+    Case("continuous_bernoulli", lambda d, probs: d.ContinuousBernoulli(probs),
+         {"probs": np.array([[0.1, 0.4995, 0.7], [0.5, 0.93, 0.3]])}, unit(3, *_BATCH),
+         methods=("log_prob", "entropy", "mean", "variance", "stddev", "cdf"),
+         quantiles=unit(*_BATCH), rtol=1e-11, grad_rtol=1e-9),
+    Case("continuous_bernoulli_logits", lambda d, logits: d.ContinuousBernoulli(logits=logits),
+         {"logits": real(*_BATCH)}, unit(*_BATCH),
+         methods=("log_prob", "entropy", "mean", "variance", "cdf"), quantiles=unit(*_BATCH),
+         rtol=1e-11, grad_rtol=1e-9),
 ]
 
 

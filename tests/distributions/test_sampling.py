@@ -270,6 +270,7 @@ WITH_CDF = [
     ("weibull", lambda: D.Weibull(flow.tensor([1.0, 2.0]), flow.tensor([0.5, 3.0]))),
     ("pareto", lambda: D.Pareto(flow.tensor([1.0, 0.2]), flow.tensor([0.5, 3.0]))),
     ("laplace", lambda: D.Laplace(0.0, flow.tensor([1.0, 0.1]))),
+    ("continuous_bernoulli", lambda: D.ContinuousBernoulli(flow.tensor([0.2, 0.5, 0.97]))),
 ]
 
 
