@@ -48,7 +48,14 @@ class Scores(nn.Module):
                  D.Laplace(mu, 0.5).entropy().sum(-1),
                  D.Exponential(mu.exp()).log_prob(z.abs()).sum(-1),
                  D.RelaxedOneHotCategorical(flow.tensor(0.5, dtype=flow.float64), logits=logits)
-                 .log_prob(flow.softmax(logits * 2, -1))]
+                 .log_prob(flow.softmax(logits * 2, -1)),
+                 D.Cauchy(mu, 2.0).log_prob(z).sum(-1) + D.Gumbel(mu, 1.5).cdf(z).sum(-1),
+                 D.Weibull(mu.exp(), 1.5).log_prob(z.abs() + 0.1).sum(-1),
+                 D.Kumaraswamy(mu.exp(), 2.0).log_prob(flow.sigmoid(z)).sum(-1),
+                 D.ContinuousBernoulli(logits=mu).log_prob(flow.sigmoid(z)).sum(-1),
+                 D.LowRankMultivariateNormal(mu, logits[:, :2].unsqueeze(-1).exp(),
+                                             mu.exp()).log_prob(z),
+                 D.kl_divergence(D.Gamma(mu.exp(), 1.0), D.Normal(mu, 2.0)).sum(-1)]
         total = terms[0]
         for t in terms[1:]:
             total = total + t
@@ -74,7 +81,13 @@ class Draws(nn.Module):
                 + D.Laplace(mu, 1.0).rsample() + D.Exponential(mu.exp()).rsample()
                 + D.RelaxedBernoulli(flow.tensor(0.5, dtype=flow.float64), logits=mu).rsample()
                 + D.MixtureSameFamily(D.Categorical(logits=mu), D.Normal(mu, 1.0)).sample()
-                .unsqueeze(-1))
+                .unsqueeze(-1)
+                + D.Cauchy(mu, 1.0).rsample() + D.Weibull(mu.exp(), 2.0).rsample()
+                + D.Pareto(mu.exp(), 3.0).rsample() + D.ContinuousBernoulli(logits=mu).rsample()
+                + D.InverseGamma(mu.exp(), 2.0).rsample()
+                + D.FisherSnedecor(mu.exp(), 5.0).rsample()
+                + D.NegativeBinomial(3.0, logits=mu).sample()
+                + D.LowRankMultivariateNormal(mu, mu.unsqueeze(-1), mu.exp()).rsample())
 
 
 def _inputs():
