@@ -97,14 +97,16 @@ class StateCapture:
     them). Plain values the forward assigned (a flag, a counter) keep their new values, as after
     one eager call; the walk's guard on them makes the next call compile again if they changed."""
 
-    def __init__(self, tracer, modules, attrs: tuple, snapshot: Snapshot, inputs: list):
+    def __init__(self, tracer, modules, attrs: tuple, snapshot: Snapshot, inputs: list,
+                 keep_grad: bool = False):
         """`inputs`: the traced inputs standing for the caller's tensors, watched for in-place
-        changes (`x += 1` in forward changes the caller's x in eager mode)."""
+        changes (`x += 1` in forward changes the caller's x in eager mode). `keep_grad`: tensors
+        stored in containers may require grad (`capture_effects.PythonState`)."""
         self.tracer, self.modules, self.attrs, self.snapshot = tracer, modules, attrs, snapshot
         self.swapped: dict = {}
         self.before = {id(m): (attrs, buffers) for m, attrs, buffers, _ in snapshot.modules}
         self.inputs = [(t, t._value) for t in inputs]
-        self.python = PythonState(modules)
+        self.python = PythonState(modules, keep_grad)
         snapshot.undo.append(self.python.restore)
 
     def swap_in(self, traced_values: list) -> None:
@@ -172,7 +174,7 @@ class StateCapture:
 
 
 def capture_call(trace, call: tuple, leaves: list, modules, attrs: tuple, snapshot,
-                 run: Callable, what: str) -> tuple:
+                 run: Callable, what: str, keep_grad: bool = False) -> tuple:
     """The capture of one call, shared by nn.Graph and GRAPH-mode module calls (inside `with
     trace`): `call`'s tensors (`leaves`, its flat tensors; its last item the module attributes
     `attrs` hold) become traced inputs, `run(*call[:-1])` runs on them with the modules' Python
@@ -181,7 +183,7 @@ def capture_call(trace, call: tuple, leaves: list, modules, attrs: tuple, snapsh
     traced = trace.inputs(leaves)
     it = iter(traced)
     *arguments, state = map_tensors(call, lambda t: next(it))
-    capture = StateCapture(trace.tracer, modules, attrs, snapshot, traced)
+    capture = StateCapture(trace.tracer, modules, attrs, snapshot, traced, keep_grad)
     capture.swap_in(state)
     out = run(*arguments)
     out_leaves, tree = flatten(out, what)
@@ -212,21 +214,27 @@ class SideEffects:
         return bool(self.count or self.containers or self.counters)
 
     def apply(self, leaves: list, arrays: list) -> None:
+        """`arrays`: the graph's extra outputs, as arrays or (GRAPH mode's tape node, whose
+        stored tensors may require grad) as tensors."""
         k = 0
         for m, name, tree, n in self.written:
-            value = unflatten(tree, [Tensor._wrap(a) for a in arrays[k:k + n]])
+            value = unflatten(tree, [_tensor(a) for a in arrays[k:k + n]])
             k += n
             if (id(m), name) not in self.state_names:   # a new tensor attribute: walk again
                 tree_version[0] += 1
             m.__dict__[name] = value
         if self.containers:
-            apply_container_effects(self.containers, [Tensor._wrap(a) for a in
+            apply_container_effects(self.containers, [_tensor(a) for a in
                                                       arrays[k:k + self.stored]])
             k += self.stored
         for m, name, step in self.counters:   # (not through setattr: the walk stays valid)
             m.__dict__[name] += step
         for i, arr in zip(self.mutated, arrays[k:]):
             t = leaves[i]
-            t._data[...] = arr
+            t._data[...] = arr._data if isinstance(arr, Tensor) else arr
             t._version[0] += 1
 
+
+
+def _tensor(a) -> Tensor:
+    return a if isinstance(a, Tensor) else Tensor._wrap(a)

@@ -118,8 +118,10 @@ def reachable_places(modules, skip: set) -> list:
 class PythonState:
     """The watches of one trace (`install`), judged and turned into effects (`collect`)."""
 
-    def __init__(self, modules):
-        self.modules = modules
+    def __init__(self, modules, keep_grad: bool = False):
+        """`keep_grad`: stored tensors may require grad (GRAPH mode's compiled call returns
+        them as differentiable outputs of its tape node); else they are refused."""
+        self.modules, self.keep_grad = modules, keep_grad
         self.watches: list = []          # (label, Watch, is a traced input, top-level place)
         self.places: list = []           # (Place, watched copy, original value)
 
@@ -195,7 +197,7 @@ class PythonState:
             found, tree = split_tensors(w.stores(), _is_traced)
             _refuse_symbols(tree, label)
             for t in found:
-                if t.requires_grad:
+                if t.requires_grad and not self.keep_grad:
                     raise TraceError(
                         f"{label} was given a tensor that requires grad while tracing; a "
                         "compiled call replays it without its autograd history. Store "

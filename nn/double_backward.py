@@ -81,6 +81,11 @@ def eager_vjp(entry, recall: Recall, grads: tuple) -> list:
     respect to its parameters and its inputs that require grad, with history, from an eager
     run of the recalled call started from its random states."""
     module, rng = recall.module, recall.rng
+    if any(i >= entry.n_user for i in entry.diff_positions):
+        raise RuntimeError(
+            f"double backward (create_graph=True) through the compiled call of "
+            f"{type(module).__name__}, which stores tensors that require grad in Python state, "
+            "is not supported; run that module in eager mode")
     args, kwargs, wrt = recall.arguments()
     if module not in _warned:
         _warned.add(module)

@@ -220,6 +220,7 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     names, module_names = scope_names({root: module})
     name = type(module).__name__
     trace = Trace(name, names, module_names)
+
     def run(args, kwargs):
         trace.tracer.scopes.append(root)
         try:
@@ -230,7 +231,7 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     with trace:
         traced, out_leaves, tree, effects, state_leaves, capture = capture_call(
             trace, call, leaves, walk.modules, walk.attrs, snapshot, run,
-            f"{name}.forward() output")
+            f"{name}.forward() output", keep_grad=needs_grad)
         n_user = len(out_leaves)
         leaves_out = out_leaves + state_leaves
         if not needs_grad:
@@ -238,7 +239,7 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
             exe, report = compile_graph(trace.graph)
             return ForwardEntry(exe, tree, n_user, effects)
         wrt = params + [t for t in traced if t.requires_grad]
-        diff = [t for t in out_leaves if t.requires_grad]
+        diff = [t for t in leaves_out if t.requires_grad]   # stored ones too (attention maps)
         seeds = [trace.tracer.input(t._value.type, f"grad_{i}") for i, t in enumerate(diff)]
         frozen = capture.python.freeze()
         grads = engine.grad(diff, wrt, seeds, allow_unused=True) if diff else [None] * len(wrt)
@@ -259,7 +260,7 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
     fwd_exe, _ = compile_graph(fwd)
     bwd_exe, _ = compile_graph(bwd)
     input_positions = [i for i, t in enumerate(leaves) if t.requires_grad]
-    diff_positions = [i for i, t in enumerate(out_leaves) if t.requires_grad]
+    diff_positions = [i for i, t in enumerate(leaves_out) if t.requires_grad]
     return JointEntry(fwd_exe, bwd_exe, tree, n_user, len(leaves_out), len(residuals), params,
                       input_positions, diff_positions, have, name, effects)
 
@@ -362,9 +363,7 @@ class JointEntry:
             if call is not None and self.diff_positions else None
         res = self.fwd(_arrays(leaves))
         n_user = self.n_user
-        outs = [Tensor._wrap(o, i) for i, o in enumerate(res[:n_user])]
-        if self.effects:
-            self.effects.apply(leaves, res[n_user:self.n_out])
+        outs = [Tensor._wrap(o, i) for i, o in enumerate(res[:self.n_out])]
         inputs = self.params + wrt
         op = _CompiledBackward(self, len(inputs), recall)
         inputs += [Tensor._wrap(r) for r in res[self.n_out:]]
@@ -374,4 +373,6 @@ class JointEntry:
             for i, o in enumerate(outs):  # record() marks float outputs; keep only differentiable
                 if i not in self.diff_positions:
                     o.requires_grad, o.grad_fn = False, None
-        return unflatten(self.tree, outs)
+        if self.effects:   # (stored tensors are outputs of the node too: they differentiate)
+            self.effects.apply(leaves, outs[n_user:])
+        return unflatten(self.tree, outs[:n_user])
