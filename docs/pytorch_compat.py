@@ -121,8 +121,8 @@ Porting API (this page's tests: `tests/test_tensor_api.py`, `tests/test_namespac
   torch.compile breaks the graph inside a forward, dualflow runs the whole module call eagerly
   (its submodules still compile), with one warning; `nn.Graph` raises instead. Appends and
   stores into lists, dicts and sets and a counter stepped by a constant are replayed after each
-  compiled call, as torch.compile does; other container changes, a tensor that requires grad
-  stored in a container, and a plain attribute set on every call run eagerly. Side effects
+  compiled call, as torch.compile does (in GRAPH mode a stored tensor keeps its gradient);
+  other container changes and a plain attribute set on every call run eagerly. Side effects
   Python cannot see through (print, logging, files) happen only while tracing. Double backward
   through a compiled call recomputes that module eagerly.
 * **`flow.onnx.export`** takes `input_names`, `output_names`, `dynamic_axes`, `opset_version`
