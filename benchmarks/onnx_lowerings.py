@@ -40,6 +40,8 @@ def _layers(torch, nn):
         "LeakyReLU(0.1)": (*pair(fnn.LeakyReLU(0.1), nn.LeakyReLU(0.1)), shape),
         "ELU": (*pair(fnn.ELU(), nn.ELU()), shape),
         "SELU": (*pair(fnn.SELU(), nn.SELU()), shape),
+        "CELU(0.5)": (*pair(fnn.CELU(0.5), nn.CELU(0.5)), shape),
+        "Softplus": (*pair(fnn.Softplus(), nn.Softplus()), shape),
         "Hardsigmoid": (*pair(fnn.Hardsigmoid(), nn.Hardsigmoid()), shape),
         "Hardswish": (*pair(fnn.Hardswish(), nn.Hardswish()), shape),
     }

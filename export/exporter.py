@@ -225,17 +225,12 @@ class Exporter:
         n = len(node.outputs)
         return ctx.emit(op_type, inputs) if n == 1 else ctx.emit(op_type, inputs, outputs=n)
 
-    def _rank_of(self):
-        """name -> rank of the IR value lowered under that name (None for names made later)."""
+    def _lowered(self, fact):
+        """name -> fact(IR value) for the values lowered under a name (None for names made
+        later): their rank, traced shape or NumPy dtype, for the rewrites in finish."""
         values = list(self.sizes.graph.inputs) + [v for n in self.sizes.nodes for v in n.outputs]
-        ranks = {self.names[v.id]: len(v.type.shape) for v in values if v.id in self.names}
-        return ranks.get
-
-    def _shape_of(self):
-        """name -> static shape (as traced) of the IR value lowered under that name."""
-        values = list(self.sizes.graph.inputs) + [v for n in self.sizes.nodes for v in n.outputs]
-        shapes = {self.names[v.id]: self.sizes.shape(v) for v in values if v.id in self.names}
-        return shapes.get
+        table = {self.names[v.id]: fact(v) for v in values if v.id in self.names}
+        return table.get
 
     # ---- outputs --------------------------------------------------------------------------------
     def _merge_repeats(self) -> dict:
@@ -277,7 +272,8 @@ class Exporter:
             self.nodes = fold_affine(self.nodes, self.initializers, output_names, self.const)
         self.nodes = fuse_bias(self.nodes, self.initializers, output_names, self.const)
         self.nodes = collapse_reshapes(self.nodes, self.initializers, output_names)
-        shape_of = self._shape_of()
+        shape_of = self._lowered(self.sizes.shape)
+        dtype_of = self._lowered(lambda v: v.type.dtype.np)
         if self.opset >= 17:
             self.nodes = layer_normalization(self.nodes, self.initializers, output_names,
                                              shape_of, self.const)
@@ -286,10 +282,11 @@ class Exporter:
         # readers left dead by lowerings (the slices a reflect Pad replaced) would stop the
         # single-reader rewrites below
         self.nodes = sweep(self.nodes, output_names)[0]
-        self.nodes = global_average_pool(self.nodes, self.initializers, output_names,
-                                         self._rank_of())
+        self.nodes = global_average_pool(self.nodes, self.initializers, output_names, shape_of,
+                                         dtype_of)
         self.nodes = prelu(self.nodes, self.initializers, output_names, shape_of)
-        self.nodes = activations(self.nodes, self.initializers, output_names, self.opset)
+        self.nodes = activations(self.nodes, self.initializers, output_names, self.opset,
+                                 dtype_of)
         if self.fold:   # it folds the running statistics and parameters into two vectors
             self.nodes = batch_normalization(self.nodes, self.initializers, output_names,
                                              self.const, shape_of)

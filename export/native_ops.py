@@ -5,9 +5,10 @@ layers, which ONNX Runtime runs in one pass (measured with `python3 -m benchmark
   pooling to 1x1, `x.mean((2, 3), keepdim=True)`) as `GlobalAveragePool(x)`;
 * `prelu`: `Where(x >= 0, x, x * w)` (PReLU) as `PRelu(x, w)`, when the product keeps x's
   shape (w broadcasts to x one way, as PRelu's slope must); both give x for +-0 and NaN for NaN;
-* `activations`: the composites LeakyReLU, ELU, SELU, Hardsigmoid and Hardswish lower to
-  (`Where(x > 0, x, ...)`, `Clip(x / 6 + 0.5, 0, 1)`) as LeakyRelu, Elu, Selu, HardSigmoid and
-  HardSwish (from opset 14); the same values, up to the rounding of alpha * x against x / 6;
+* `activations`: the composites LeakyReLU, ELU, SELU, CELU, Hardsigmoid and Hardswish lower to
+  (`Where(x > 0, x, ...)`, `Clip(x / 6 + 0.5, 0, 1)`) as LeakyRelu, Elu, Selu, Celu (float32,
+  opset 12), HardSigmoid and HardSwish (opset 14); the same values, up to the rounding of
+  alpha * x against x / 6;
 * `batch_normalization`: a per-channel scale-and-shift chain (at least one constant with a value
   per channel) that follows no Conv / Gemm (an eval-mode BatchNorm after a ReLU or a concat:
   pre-activation blocks, DenseNet; four passes of Sub/Mul/Mul/Add) as one BatchNormalization
@@ -26,12 +27,20 @@ from .fold_affine import _absorb, _known_constants, _per_channel_vector
 from .fuse_layer_norm import _reduce_axes, _scalar
 from .peephole import _attr, _Graph, _made_by, _without
 
+# ONNX Runtime runs GlobalAveragePool, Elu, Selu, Celu, HardSigmoid and HardSwish in float32
+# (and float16) only: a float64 model keeps the composite forms, which it runs.
+_NATIVE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
-def global_average_pool(nodes: list, initializers: list, outputs: list, rank_of) -> list:
-    """`rank_of(name)`: the rank of the IR value lowered under that name, or None."""
+
+def global_average_pool(nodes: list, initializers: list, outputs: list, shape_of,
+                        dtype_of) -> list:
+    """`shape_of(name)` / `dtype_of(name)`: the traced shape / NumPy dtype of the IR value lowered
+    under that name, or None."""
     g = _Graph(nodes, initializers, outputs)
     for n in nodes:
-        if n.op_type != "ReduceMean" or rank_of(n.input[0]) != 4:
+        shape = shape_of(n.input[0])
+        if n.op_type != "ReduceMean" or shape is None or len(shape) != 4 or \
+                dtype_of(n.input[0]) not in _NATIVE_DTYPES:
             continue
         axes = _reduce_axes(g, n)
         if axes is not None and sorted(a % 4 for a in axes) == [2, 3]:
@@ -116,18 +125,29 @@ class _Chain:
         return None, None
 
 
-def _elu_alpha(chain: _Chain, x: str, negative: str):
-    """alpha when `negative` is alpha * (exp(min(x, 0)) - 1) (F.elu's negative branch)."""
+def _elu_alpha(chain: _Chain, x: str, negative: str, opset: int):
+    """("Elu", alpha) when `negative` is alpha * (exp(min(x, 0)) - 1) (F.elu's negative
+    branch), ("Celu", alpha) for alpha * (exp(min(x, 0) / alpha) - 1) in float32 from opset 12
+    (ONNX's Celu takes float32 only); else None."""
     mul = chain.made(negative, "Mul")
     inner, alpha = chain.scaled(mul) if mul is not None else (None, None)
     sub = chain.made(inner, "Sub") if inner else None
     exp = chain.made(sub.input[0], "Exp") if sub is not None and \
         _scalar(chain.g, sub.input[1]) == 1.0 else None
-    clip = chain.made(exp.input[0], "Clip") if exp is not None else None
+    if exp is None:
+        return None
+    op_type, source = "Elu", exp.input[0]
+    div = _made_by(chain.g, source, "Div")
+    if div is not None and opset >= 12:
+        divisor = _scalar(chain.g, div.input[1])
+        if divisor is not None and divisor.dtype == np.float32 and divisor == alpha and \
+                chain.made(source, "Div") is not None:
+            op_type, source = "Celu", div.input[0]
+    clip = chain.made(source, "Clip")
     if clip is None or clip.input[0] != x or len(clip.input) != 3 or clip.input[1] or \
             _scalar(chain.g, clip.input[2]) != 0.0:
         return None
-    return alpha
+    return op_type, alpha
 
 
 def _positive_part(g: _Graph, outputs: list, where):
@@ -140,8 +160,9 @@ def _positive_part(g: _Graph, outputs: list, where):
     return chain, x, other
 
 
-def _rewrite_where(g: _Graph, outputs: list, n):
-    """LeakyRelu or Elu for `Where(x > 0, x, x * s)` or the ELU form; (op, attrs, chain)."""
+def _rewrite_where(g: _Graph, outputs: list, n, opset: int):
+    """LeakyRelu, Elu or Celu for `Where(x > 0, x, x * s)` or the ELU / CELU forms;
+    (op, attrs, chain)."""
     found = _positive_part(g, outputs, n)
     if found is None:
         return None
@@ -150,8 +171,8 @@ def _rewrite_where(g: _Graph, outputs: list, n):
     if mul is not None and chain.scaled(mul, x)[0] == x and g.read_once(other):
         chain.used.append(mul)
         return "LeakyRelu", {"alpha": chain.scaled(mul, x)[1]}, chain
-    alpha = _elu_alpha(chain, x, other)
-    return None if alpha is None else ("Elu", {"alpha": alpha}, chain)
+    found = _elu_alpha(chain, x, other, opset)
+    return None if found is None else (found[0], {"alpha": found[1]}, chain)
 
 
 def _hard_sigmoid(g: _Graph, outputs: list, clip):
@@ -175,19 +196,20 @@ def _become(node, op_type: str, inputs: list, **attrs) -> None:
     node.attribute.extend(helper.make_attribute(k, v) for k, v in attrs.items())
 
 
-def activations(nodes: list, initializers: list, outputs: list, opset: int) -> list:
+def activations(nodes: list, initializers: list, outputs: list, opset: int, dtype_of) -> list:
+    """`dtype_of(name)`: the NumPy dtype of the IR value lowered under that name, or None."""
     g = _Graph(nodes, initializers, outputs)
     dropped = set()
     for n in nodes:
-        if n.op_type == "Where":
-            found = _rewrite_where(g, outputs, n)
+        if n.op_type == "Where" and dtype_of(n.input[1]) in _NATIVE_DTYPES:
+            found = _rewrite_where(g, outputs, n, opset)
             if found is not None:
                 op_type, attrs, chain = found
                 _become(n, op_type, [n.input[1]], **attrs)
                 dropped.update(id(m) for m in chain.used)
         elif n.op_type == "Clip":
             found = _hard_sigmoid(g, outputs, n)
-            if found is not None:
+            if found is not None and dtype_of(found[3]) in _NATIVE_DTYPES:
                 alpha, beta, chain, x = found
                 _become(n, "HardSigmoid", [x], alpha=alpha, beta=beta)
                 dropped.update(id(m) for m in chain.used)

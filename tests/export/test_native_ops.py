@@ -222,3 +222,22 @@ def test_batch_norm_matches_pytorch_and_a_conv_before_it_still_folds():
                                rtol=1e-5, atol=1e-5)
     conv_bn = nn.Sequential(nn.Conv2d(3, 3, 1), _randomized(nn.BatchNorm2d(3)))
     assert _ops(export_checked(conv_bn, (flow.tensor(x),), 17)) == ["Conv"]
+
+
+def test_float64_models_keep_the_forms_onnxruntime_runs_in_double():
+    """ONNX Runtime has no double Elu, Selu, Celu, HardSigmoid, HardSwish or GlobalAveragePool:
+    in float64 those stay composites, and the model runs."""
+    model = nn.Sequential(nn.ELU(), nn.SELU(), nn.CELU(0.5), nn.Hardswish(), nn.Hardsigmoid(),
+                          nn.AdaptiveAvgPool2d(1)).double()
+    x = flow.tensor(np.random.default_rng(6).standard_normal((2, 3, 4, 5)) * 3)
+    proto = export_checked(model, (x,), 17)
+    assert not {"Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "GlobalAveragePool"} & \
+        set(_ops(proto))
+    np.testing.assert_allclose(run(proto, [x.numpy()])[0], eager_outputs(model, (x,))[0],
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("opset", [11, 12, 17])
+def test_celu_is_celu_from_opset_12(opset):
+    proto = matches_at_two_sizes(nn.CELU(0.5), [(2, 3, 4, 5), (3, 3, 6, 2)], opset)
+    assert ("Celu" in _ops(proto)) == (opset >= 12)
