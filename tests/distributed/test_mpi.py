@@ -110,6 +110,14 @@ def test_a_rank_that_leaves_ends_the_others_wait_with_an_error_in_seconds(how):
     assert "and later collectives raise at once" in out, out
 
 
+def test_a_rank_that_leaves_ends_a_recv_from_it_with_an_error_in_seconds():
+    code, out, seconds = run_mpi(2, "rank_leaves.py", "recv", timeout=60)
+    assert code == 0, out
+    assert "rank 1 has left the process group before sending" in out, out
+    waited = float(out.split("rank 0 waited ")[1].split(" s")[0])
+    assert waited < 10, out   # the process group's timeout is 600 s
+
+
 def test_ranks_that_all_end_without_destroy_process_group_exit_cleanly():
     code, out, seconds = run_mpi(2, "rank_leaves.py", "together", timeout=60)
     assert code == 0 and seconds < 30, out

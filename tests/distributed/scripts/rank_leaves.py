@@ -2,11 +2,12 @@
 collective; rank 0's wait must end with an error naming rank 1 within seconds, not at the
 process group's timeout (10 minutes here).
 
-    python rank_leaves.py exit|caught|destroy|together
+    python rank_leaves.py exit|caught|destroy|together|recv
       # exit: rank 1's program ends without destroy_process_group
       # caught: both ranks catch a collective's error; rank 1 then ends, rank 0 goes on
       # destroy: rank 1 calls destroy_process_group and stays alive
-      # together: both programs end without destroy_process_group (a clean exit, code 0)"""
+      # together: both programs end without destroy_process_group (a clean exit, code 0)
+      # recv: rank 0 waits in a recv from rank 1, whose program ends without sending"""
 import sys
 import time
 
@@ -30,6 +31,13 @@ if r == 1:
 if how == "together":
     sys.exit(0)
 start = time.monotonic()
+if how == "recv":
+    try:
+        dist.recv(flow.zeros(3), src=1)
+    except dist.DistBackendError as exc:
+        print(f"rank 0 waited {time.monotonic() - start:.1f} s: {exc}", flush=True)
+        sys.exit(0)
+    raise AssertionError("rank 0: the recv completed without rank 1 sending")
 try:
     dist.all_reduce(flow.ones(3))
 except dist.DistBackendError as exc:
