@@ -220,8 +220,7 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
 `tests/nn/test_interpolate_modes.py`, `tests/zoo/test_stn_and_gcn.py`):
 
 * **`flow.linalg`** takes float32 and float64 (no complex dtypes). `solve_triangular` runs the
-  general LU solver on the triangle (same solution, O(n^3)); a singular matrix raises
-  `flow.linalg.LinAlgError` where PyTorch's triangular solve returns inf/NaN. `det`'s gradient
+  general LU solver on the triangle (same solution, O(n^3)). `det`'s gradient
   is the cofactor matrix (from the SVD, singular matrices included, as PyTorch's); its second
   derivative needs an invertible matrix. `lstsq` solves through `pinv` for every driver: the minimum-norm solution for
   every shape and rank (what gelsy/gelsd give); `rank`, `residuals` and `singular_values` are

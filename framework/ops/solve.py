@@ -3,12 +3,15 @@
 The kernels are `xp.linalg` calls, batched over leading dims (NumPy and CuPy both have them).
 `xp.linalg` has no triangular solve, so solve_triangular hands the triangle (the other half
 zeroed, a unit diagonal put in where asked) to the general solver: the same solution, LU's
-O(n^3) instead of O(n^2), and no SciPy dependency. The VJPs are the textbook ones (PyTorch's),
+O(n^3) instead of O(n^2), and no SciPy dependency; a singular triangle, which that solver
+refuses, is substituted row by row, giving inf/NaN as PyTorch's triangular solve does. The VJPs are the textbook ones (PyTorch's),
 written with these ops, so they differentiate again and trace into graphs.
 """
 from __future__ import annotations
 
 from collections import namedtuple
+
+import numpy as np
 
 from .. import dtype as dt
 from ..tensor import Tensor
@@ -83,13 +86,30 @@ def _triangle(xp, a, upper: bool, unitriangular: bool):
     return t
 
 
+def _substitute(xp, t, b, upper: bool):
+    """T X = B by forward (backward) substitution, row by row: where T's diagonal has a zero
+    this gives inf/NaN, as BLAS's trsm does, where a LAPACK solve would refuse."""
+    n = t.shape[-1]
+    shape = xp.broadcast_shapes(t.shape[:-2], b.shape[:-2]) + b.shape[-2:]
+    x = xp.zeros(shape, xp.result_type(t, b))
+    rows = range(n - 1, -1, -1) if upper else range(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in rows:
+            known = slice(i + 1, n) if upper else slice(0, i)
+            rest = b[..., i, :] - xp.matmul(t[..., i:i + 1, known], x[..., known, :])[..., 0, :]
+            x[..., i, :] = rest / t[..., i, i][..., None]
+    return x
+
+
 def _solve_triangular_kernel(xp, a, b, upper, left, unitriangular):
     t = _triangle(xp, a, upper, unitriangular)
-    if left:
-        return checked_linalg(xp, "linalg.solve_triangular", xp.linalg.solve, t, b)
-    x = checked_linalg(xp, "linalg.solve_triangular", xp.linalg.solve,
-                       xp.swapaxes(t, -1, -2), xp.swapaxes(b, -1, -2))
-    return xp.swapaxes(x, -1, -2)
+    if not left:   # X T = B is T^T X^T = B^T, T^T of the other triangle
+        t, b, upper = xp.swapaxes(t, -1, -2), xp.swapaxes(b, -1, -2), not upper
+    try:
+        x = xp.linalg.solve(t, b)
+    except getattr(xp.linalg, "LinAlgError", ()):
+        x = _substitute(xp, t, b, upper)
+    return x if left else xp.swapaxes(x, -1, -2)
 
 
 def _only_triangle(g, upper: bool, unitriangular: bool):

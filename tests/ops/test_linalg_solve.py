@@ -68,6 +68,18 @@ def test_second_order_matches_torch(case):
     assert_second_order_matches_torch(pytest.importorskip("torch"), case, tol=1e-9)
 
 
+@pytest.mark.parametrize("upper,left", [(False, True), (True, True), (False, False), (True, False)])
+def test_singular_triangle_gives_pytorchs_inf_and_nan(upper, left):
+    torch = pytest.importorskip("torch")
+    t = np.array([[1.0, 3.0, 0.0], [2.0, 0.0, 5.0], [4.0, 1.0, 2.0]])
+    b = np.arange(6.0).reshape(3, 2) if left else np.arange(6.0).reshape(2, 3)
+    got = flow.linalg.solve_triangular(flow.tensor(t), flow.tensor(b), upper=upper,
+                                       left=left).numpy()
+    want = torch.linalg.solve_triangular(torch.tensor(t), torch.tensor(b), upper=upper,
+                                         left=left).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
 def test_singular_matrix_of_slogdet_and_det():
     a = flow.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=flow.float64)
     sign, logabsdet = flow.linalg.slogdet(a)
