@@ -270,8 +270,8 @@ Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_
 
 Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
-* **`flow.distributions`** has PyTorch's families except GeneralizedPareto, LKJCholesky,
-  VonMises, Wishart and the ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
+* **`flow.distributions`** has PyTorch's families except LKJCholesky, VonMises, Wishart and
+  the ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
   Cat/Stack/CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
   `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and

@@ -12,6 +12,7 @@ from .dirichlet import Dirichlet
 from .distribution import Distribution
 from .exponential import Exponential, Laplace, Poisson
 from .gamma import Beta, Gamma
+from .generalized_pareto import GeneralizedPareto
 from .independent import Independent
 from . import kl_cross  # noqa: F401  (registers the closed forms between families)
 from .kl import kl_divergence, register_kl
@@ -36,7 +37,7 @@ __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "
            "Cauchy", "Chi2", "ComposeTransform", "ContinuousBernoulli",
            "CumulativeDistributionTransform", "Dirichlet", "Distribution",
            "ExpRelaxedCategorical", "ExpTransform", "Exponential", "FisherSnedecor", "Gamma",
-           "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
+           "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
            "IndependentTransform", "InverseGamma", "Kumaraswamy", "Laplace", "LogNormal",
            "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal",
            "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
