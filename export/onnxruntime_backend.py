@@ -27,6 +27,7 @@ import numpy as np
 
 import dualflow as flow
 from dualflow.nn.compiled_module import CompiledModule
+from dualflow.nn import module as module_tree
 from dualflow.nn.module import Module
 from dualflow.utils.pytree import flatten, flatten_args, unflatten
 
@@ -79,27 +80,39 @@ class OnnxRuntimeModule(CompiledModule):
         self._ort_sessions: collections.OrderedDict = collections.OrderedDict()
         self._ort_refused: dict = {}    # signature -> why it runs in GRAPH mode
         self._ort_warned: set = set()
+        # [tree version, parameters, buffers], updated in place: assigning a module attribute
+        # would itself bump the tree version
+        self._ort_tree: list = [None, [], []]
+
+    def _members(self) -> tuple[list, list]:
+        """The model's parameters and buffers, walked again only when a module tree changed
+        (every assignment of a parameter, buffer or child bumps `tree_version`)."""
+        tree = self._ort_tree
+        if tree[0] != module_tree.tree_version[0]:
+            tree[1:] = list(self._orig_mod.parameters()), list(self._orig_mod.buffers())
+            tree[0] = module_tree.tree_version[0]
+        return tree[1], tree[2]
 
     def forward(self, *args, **kwargs):
         model = self._orig_mod
         tensors, structure = flatten_args(args)
-        reason = _why_not_onnxruntime(model, tensors, kwargs)
+        params, buffers = self._members()
+        reason = _why_not_onnxruntime(model, tensors, kwargs, params)
         if reason is None:
             key = (structure, tuple((t.dtype, len(t.shape) if self._ort_dynamic
                                      else tuple(t.shape)) for t in tensors))
             reason = self._ort_refused.get(key)
             if reason is None:
-                session = self._session(key, model, args, tensors)
+                session = self._session(key, model, args, tensors, params + buffers)
                 if session is not None:
                     return session.run([np.ascontiguousarray(t._data) for t in tensors])
                 reason = self._ort_refused[key]
         self._warn(reason)
         return super().forward(*args, **kwargs)
 
-    def _session(self, key, model, args: tuple, tensors: list) -> _Session | None:
-        """The session for `key`, exported again when the weights changed; None (with the
-        reason recorded) when the model cannot be exported."""
-        state = [*model.parameters(), *model.buffers()]
+    def _session(self, key, model, args: tuple, tensors: list, state: list) -> _Session | None:
+        """The session for `key`, exported again when the weights in `state` changed; None
+        (with the reason recorded) when the model cannot be exported."""
         session = self._ort_sessions.get(key)
         if session is not None and session.current(state):
             self._ort_sessions.move_to_end(key)
@@ -130,7 +143,7 @@ class OnnxRuntimeModule(CompiledModule):
                           f"in GRAPH mode for this call: {reason}", stacklevel=4)
 
 
-def _why_not_onnxruntime(model: Module, tensors: list, kwargs: dict) -> str | None:
+def _why_not_onnxruntime(model: Module, tensors: list, kwargs: dict, params: list) -> str | None:
     """Why this call cannot run on onnxruntime with eager's meaning, or None when it can."""
     if kwargs:
         return "keyword arguments are not exported to ONNX"
@@ -139,6 +152,6 @@ def _why_not_onnxruntime(model: Module, tensors: list, kwargs: dict) -> str | No
     if any(t.device.type != "cpu" for t in tensors):
         return "an input is not on the CPU"
     if flow.is_grad_enabled() and (any(t.requires_grad for t in tensors) or
-                                   any(p.requires_grad for p in model.parameters())):
+                                   any(p.requires_grad for p in params)):
         return "gradients are wanted (run inference under flow.no_grad())"
     return None
