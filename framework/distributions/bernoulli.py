@@ -1,7 +1,6 @@
 """Bernoulli(probs or logits): draws of 0 or 1."""
 from __future__ import annotations
 
-from numbers import Number
 
 from .. import creation, ops
 from ..grad_mode import no_grad
@@ -53,8 +52,7 @@ class Bernoulli(BinaryParameters, Distribution):
         (value,) = broadcast_all(param)
         self.__dict__[name] = value
         self._param = value
-        batch_shape = Size() if isinstance(param, Number) else value.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(value.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expand_binary(Bernoulli, batch_shape, _instance)

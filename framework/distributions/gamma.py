@@ -1,7 +1,6 @@
 """Gamma(concentration, rate) and Beta(concentration1, concentration0)."""
 from __future__ import annotations
 
-from numbers import Number
 
 from .. import ops
 from ..size import Size
@@ -20,9 +19,7 @@ class Gamma(Distribution):
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
-        batch_shape = Size() if isinstance(concentration, Number) and isinstance(rate, Number) \
-            else self.concentration.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.concentration.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expanded(Gamma, batch_shape, _instance, ("concentration", "rate"))
@@ -71,9 +68,7 @@ class Beta(Distribution):
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
-        batch_shape = Size() if isinstance(concentration1, Number) and \
-            isinstance(concentration0, Number) else self.concentration1.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.concentration1.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expanded(Beta, batch_shape, _instance, ("concentration1", "concentration0"))

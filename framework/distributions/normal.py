@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from numbers import Number
 
 from .. import creation, ops
 from ..size import Size
@@ -22,9 +21,7 @@ class Normal(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = Size() if isinstance(loc, Number) and isinstance(scale, Number) \
-            else self.loc.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.loc.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expanded(Normal, batch_shape, _instance, ("loc", "scale"))

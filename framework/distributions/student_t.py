@@ -3,7 +3,6 @@ Gamma draws."""
 from __future__ import annotations
 
 import math
-from numbers import Number
 
 from .. import creation, ops
 from ..size import Size
@@ -42,8 +41,7 @@ class StudentT(Distribution):
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
         self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
         self._chi2 = Chi2(self.df)
-        numbers = all(isinstance(p, Number) for p in (df, loc, scale))
-        super().__init__(Size() if numbers else self.df.shape, validate_args=validate_args)
+        super().__init__(self.df.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._expanded(StudentT, batch_shape, _instance, ("df", "loc", "scale"))

@@ -1,7 +1,6 @@
 """Uniform(low, high): the half-open interval [low, high)."""
 from __future__ import annotations
 
-from numbers import Number
 
 from .. import creation
 from ..size import Size
@@ -22,9 +21,7 @@ class Uniform(Distribution):
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
-        batch_shape = Size() if isinstance(low, Number) and isinstance(high, Number) \
-            else self.low.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(self.low.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expanded(Uniform, batch_shape, _instance, ("low", "high"))
