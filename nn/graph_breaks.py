@@ -19,12 +19,8 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from dualflow.graph.capture.tracer import TraceError
+from dualflow.graph.capture.tracer import GraphBreakWarning, TraceError  # noqa: F401 (re-export)
 from dualflow.mode import GRAPH, mode
-
-
-class GraphBreakWarning(UserWarning):
-    """A module's forward could not be compiled in GRAPH mode and runs eagerly."""
 
 
 class GraphBreak:

@@ -25,6 +25,7 @@ class CompiledCall(GraphCache):
     def __init__(self, name: str, capacity: int | None = None, warn_after: int = 8):
         super().__init__(name, capacity, warn_after)
         self.warmed: set = set()   # keys whose warm-up call has run
+        self.broken: set = set()   # keys that could not compile (run eagerly; optim_step)
         self.dynamic = DynamicShapes()   # axes traced as symbols (graph/capture/dynamic.py)
 
     def miss(self, key, run_args: tuple, compile: Callable, *, snapshot: Callable | None = None,

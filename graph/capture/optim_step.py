@@ -11,6 +11,7 @@ lazily on their first step; the second compiles. nn.Graph shares `LrBinding` and
 """
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import dualflow as flow
@@ -20,7 +21,7 @@ from ..backend.compiler import compile_graph
 from .cache import GraphCache
 from .call_trace import Trace
 from .compiled_call import CompiledCall, OptimizerSnapshot
-from .tracer import TracedTensor, TraceError, tracing
+from .tracer import GraphBreakWarning, TracedTensor, TraceError, tracing
 
 _calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # optimizer -> CompiledCall
 
@@ -54,6 +55,17 @@ def check_state_in_place(opt) -> None:
                     f"{type(opt).__name__} replaced its state '{k}' with a new tensor while "
                     "being traced; graph-mode optimizers must update state in place (e.g. "
                     "buf.mul_(m).add_(g))")
+
+
+def _check_python_state(opt, before: dict) -> None:
+    """A traced step may change tensors only: an attribute it set (a step counter kept in
+    Python) would happen once, at trace time, not on every replay."""
+    for name, v in opt.__dict__.items():
+        if name not in before or before[name] is not v:
+            opt.__dict__.update(before)
+            raise TraceError(f"{type(opt).__name__}.{name} was set while tracing its step "
+                             f"({before.get(name)!r} -> {v!r}); a compiled step would not "
+                             "repeat that")
 
 
 def _hashable(v):
@@ -95,8 +107,16 @@ def optimizer_step(opt) -> None:
     entry = calls.get(key)
     if entry is not None:
         return entry.run()
-    return calls.miss(key, (), lambda saved: _compile(opt, live),
-                      snapshot=lambda: OptimizerSnapshot([opt]), warm_up=opt._step_all)
+    if key in calls.broken:
+        return opt._step_all()
+    try:
+        return calls.miss(key, (), lambda saved: _compile(opt, live),
+                          snapshot=lambda: OptimizerSnapshot([opt]), warm_up=opt._step_all)
+    except TraceError as exc:   # rolled back already: this signature steps eagerly
+        calls.broken.add(key)
+        warnings.warn(f"{type(opt).__name__}.step cannot be compiled and runs eagerly: {exc}",
+                      GraphBreakWarning, stacklevel=3)
+        return opt._step_all()
 
 
 def _compile(opt, live: list) -> _StepEntry:
@@ -109,6 +129,7 @@ def _compile(opt, live: list) -> _StepEntry:
                 names[id(t)] = f"param{i}.{k}"
     grads = [p.grad for p in live]
     trace = Trace(f"{type(opt).__name__}.step", names)
+    before = dict(opt.__dict__)
     try:
         for b in bindings:
             b.group["lr"] = b.tensor
@@ -117,6 +138,7 @@ def _compile(opt, live: list) -> _StepEntry:
                 p.grad = g
             opt._step_all()
         check_state_in_place(opt)
+        _check_python_state(opt, before)
     finally:
         for b in bindings:
             b.refresh_group()

@@ -24,6 +24,10 @@ class TraceError(RuntimeError):
     """Something a static graph cannot express happened while tracing."""
 
 
+class GraphBreakWarning(UserWarning):
+    """A call could not be compiled in GRAPH mode and runs eagerly."""
+
+
 def _read_error(what: str, whose: str = "a traced tensor") -> TraceError:
     return TraceError(
         f"the value of {whose} was read while tracing (in Python: {what}) at "

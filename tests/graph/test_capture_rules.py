@@ -529,3 +529,33 @@ def test_explain_retrace_names_python_arguments_that_changed():
     graph(x, 2)
     graph(x, 5)
     assert graph.explain_retrace()[-1].reasons == ("argument steps: 2 -> 5",)
+
+
+# ---- the compiled optimizer step ----------------------------------------------------------------
+class CountingSGD(flow.optim.SGD):
+    """An optimizer that counts its parameter updates in Python."""
+
+    def _update(self, p, grad, state, group):
+        self.updates = getattr(self, "updates", 0) + 1
+        super()._update(p, grad, state, group)
+
+
+def _train_counting(mode) -> tuple:
+    flow.manual_seed(0)
+    model = nn.Linear(3, 2).double()
+    opt = CountingSGD(model.parameters(), lr=0.1, momentum=0.9)
+    for (x,) in _inputs(5, 4, 3):
+        with flow.mode(mode):
+            model(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    return opt.updates, [p.detach().numpy() for p in model.parameters()]
+
+
+def test_an_optimizer_step_with_python_side_effects_runs_eagerly_in_graph_mode():
+    want_updates, want_params = _train_counting(flow.EAGER)
+    with pytest.warns(GraphBreakWarning, match="CountingSGD.updates was set while tracing"):
+        updates, params = _train_counting(flow.GRAPH)
+    assert updates == want_updates == 10
+    for got, want in zip(params, want_params):
+        np.testing.assert_array_equal(got, want)
