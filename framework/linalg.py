@@ -19,6 +19,7 @@ from .ops.decompositions import (cholesky, cholesky_ex, eigh, eigvalsh, pinv, qr
                                  svd, svdvals)
 from .ops.join import cat
 from .ops.linalg import matmul
+from .ops.lu import inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, solve_ex  # noqa: F401
 from .ops.matrix_functions import householder_product, matrix_exp  # noqa: F401
 from .ops.reduce import amax_op, amin_op, sum_fn
 from .ops.rules import ShapeError
@@ -247,7 +248,8 @@ def cond(A: Tensor, p=None) -> Tensor:
 
 
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
-           "eigvalsh", "householder_product", "inv", "lstsq", "matmul", "matrix_exp",
+           "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
+           "lu_factor_ex", "lu_solve", "matmul", "matrix_exp",
            "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
-           "slogdet", "solve", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve",
+           "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve",
            "vander", "vecdot", "vector_norm"]

@@ -19,7 +19,7 @@ FAMILIES = ("core", "arith", "unary", "compare", "activation", "reduce", "stats"
             "structure", "sorting", "sampling", "counting", "matrix_functions", "metadata",
             "cumulative", "pointwise", "distance", "scatter_reduce", "control_flow", "rnn",
             "special", "solve", "decompositions", "incomplete_gamma", "random_parametric", "blocks",
-            "sparse_mm", "grid_sampling", "inverse_trig")
+            "sparse_mm", "grid_sampling", "inverse_trig", "lu", "bessel")
 
 EXPORTS: dict = {}
 METHODS: dict = {}
