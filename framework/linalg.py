@@ -249,7 +249,7 @@ def cond(A: Tensor, p=None) -> Tensor:
 
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
            "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
-           "lu_factor_ex", "lu_solve", "matmul", "matrix_exp",
-           "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
-           "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve",
-           "vander", "vecdot", "vector_norm"]
+           "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power",
+           "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_ex",
+           "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot",
+           "vector_norm"]

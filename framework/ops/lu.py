@@ -97,7 +97,7 @@ lu_factor_ex_op = defop("lu_factor_ex", widened(_lu_kernel), _lu_type, _lu_vjp, 
                         onnx=not_exportable(_NO_ONNX))
 
 
-# ---- the row permutation --------------------------------------------------------------------------
+# ---- the row permutation -------------------------------------------------------------------------
 def _perm_kernel(xp, pivots, m):
     """The rows of A in the order the pivots' swaps leave them: (P^T A)[j] = A[perm[j]]."""
     *batch, k = pivots.shape
@@ -131,7 +131,7 @@ def _permute_rows(x, pivots, inverse: bool):
     return gather_op(x, index, dim=len(batch))
 
 
-# ---- public functions -------------------------------------------------------------------------------
+# ---- public functions ----------------------------------------------------------------------------
 def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False):
     """torch.linalg.lu_factor_ex: (LU, pivots, info), info the 1-based column of the first zero
     pivot (0 when there is none)."""
