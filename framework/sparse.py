@@ -25,6 +25,7 @@ from .ops.rules import ShapeError
 from .ops.scatter_reduce import index_add
 from .ops.shape import reshape
 from .ops.sparse_mm import spmm_op
+from .size import Size
 from .tensor import Tensor
 
 
@@ -36,7 +37,7 @@ class SparseTensor:
 
     def __init__(self, indices: Tensor, values: Tensor, shape: tuple, coalesced: bool = False):
         self._indices_t, self._values_t = indices, values
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = Size(int(s) for s in shape)
         self._coalesced = coalesced
 
     # ---- structure -------------------------------------------------------------------------------
@@ -167,7 +168,7 @@ class SparseTensor:
     def t(self) -> "SparseTensor":
         """The transpose of a 2-d sparse matrix (indices swapped; uncoalesced order)."""
         if self.sparse_dim() != 2 or self.dense_dim():
-            raise ShapeError(f"t: expected a 2-d sparse matrix, got sparse shape {self.shape}")
+            raise ShapeError(f"t: expected a 2-d sparse matrix, got sparse shape {tuple(self.shape)}")
         swapped = index_select(self._indices_t, 0, as_tensor([1, 0], device=self.device))
         return SparseTensor(swapped, self._values_t, self.shape[::-1])
 
@@ -192,7 +193,7 @@ class SparseTensor:
 
     def __repr__(self) -> str:
         return (f"tensor(indices={self._indices_t!r},\n       values={self._values_t!r},\n"
-                f"       size={self.shape}, nnz={self._nnz()}, layout=sparse_coo)")
+                f"       size={tuple(self.shape)}, nnz={self._nnz()}, layout=sparse_coo)")
 
 
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
@@ -239,9 +240,9 @@ def mm(mat1: SparseTensor, mat2) -> Tensor | SparseTensor:
         return to_sparse(mm(mat1, mat2.to_dense()))
     if mat1.sparse_dim() != 2 or mat1.dense_dim() or not isinstance(mat2, Tensor) or mat2.ndim != 2:
         raise ShapeError(f"sparse.mm: expected a 2-d sparse matrix and a 2-d dense matrix, got "
-                         f"shapes {mat1.shape} and {tuple(getattr(mat2, 'shape', ()))}")
+                         f"shapes {tuple(mat1.shape)} and {tuple(getattr(mat2, 'shape', ()))}")
     if mat1.shape[1] != mat2.shape[0]:
-        raise ShapeError(f"sparse.mm: shapes {mat1.shape} and {tuple(mat2.shape)} cannot be "
+        raise ShapeError(f"sparse.mm: shapes {tuple(mat1.shape)} and {tuple(mat2.shape)} cannot be "
                          f"multiplied ({mat1.shape[1]} != {mat2.shape[0]})")
     if mat1.dtype is not mat2.dtype:
         raise TypeError(f"sparse.mm: expected both operands to have the same dtype, got "
@@ -297,6 +298,7 @@ def _legacy_constructor(dtype):
 FloatTensor, DoubleTensor = _legacy_constructor(dt.float32), _legacy_constructor(dt.float64)
 spmm = mm
 # a dense tensor says it is not sparse, and converts (Tensor.is_sparse is read like PyTorch's)
-METHODS = {"to_sparse": to_sparse, "to_sparse_coo": to_sparse, "is_sparse": False}
+METHODS = {"to_sparse": to_sparse, "to_sparse_coo": to_sparse, "is_sparse": False,
+           "to_dense": lambda self, dtype=None: self if dtype is None else self.to(dtype)}
 __all__ = ["DoubleTensor", "FloatTensor", "SparseTensor", "addmm", "mm", "sparse_coo_tensor",
            "spmm", "sum", "to_sparse"]

@@ -117,6 +117,19 @@ def test_bad_input_names_the_function():
         flow.sparse.mm(_sparse(), flow.ones(5, 2))
 
 
+def test_a_compiled_call_may_return_a_sparse_tensor():
+    class Scaled(nn.Graph):
+        def build(self, s, k):
+            return s * 2.0, flow.sparse.mm(s, k)
+    s, k = _sparse(), flow.tensor(np.ones((5, 2)))
+    sparse_out, dense_out = Scaled()(s, k)
+    assert sparse_out.is_sparse and sparse_out.shape == SHAPE
+    np.testing.assert_array_equal(sparse_out.to_dense().numpy(), 2 * s.to_dense().numpy())
+    np.testing.assert_array_equal(dense_out.numpy(), s.to_dense().numpy() @ np.ones((5, 2)))
+    dense = flow.ones(2, 3)
+    assert dense.to_dense() is dense and not dense.is_sparse
+
+
 class _Propagate(nn.Module):
     """A graph-convolution step: adj @ (x W); `adj` passed in, or held by the module."""
 
