@@ -21,7 +21,8 @@ from dualflow.graph.capture import autograph
 from dualflow.graph.capture.call_trace import scope_names
 from dualflow.graph.capture.compiled_call import CompiledCall
 from dualflow.graph.capture.dynamic import requested_dims
-from dualflow.graph.capture.optim_step import LrBinding, check_state_in_place, hyper_parameters
+from dualflow.graph.capture.optim_step import LrBinding, check_python_state, \
+    check_state_in_place, hyper_parameters
 from dualflow.utils.pytree import flatten, flatten_args, unflatten
 from dualflow.graph.capture.retrace import RetraceLog, leaf_names
 from dualflow.mode import EAGER, mode
@@ -415,6 +416,7 @@ class Graph:
         params = self._parameters()
         bindings = self._bind_lrs(names)
         stash = {id(p): p.grad for p in params}
+        before = [dict(opt.__dict__) for opt, _ in self._optimizers]
         modules = [m for m, *_ in snapshot.modules]
         trace = Trace(type(self).__name__, names, module_names)
         try:
@@ -429,8 +431,9 @@ class Graph:
                 grad_params = [p for p in params if isinstance(p.grad, TracedTensor)]
                 values = [trace.tracer.value_of(t) for t in
                           out_leaves + state_leaves + [p.grad for p in grad_params]]
-            for opt, _ in self._optimizers:
+            for (opt, _), attrs in zip(self._optimizers, before):
                 check_state_in_place(opt)
+                check_python_state(opt, attrs)
         finally:
             for b in bindings:
                 b.refresh_group()

@@ -57,7 +57,7 @@ def check_state_in_place(opt) -> None:
                     "buf.mul_(m).add_(g))")
 
 
-def _check_python_state(opt, before: dict) -> None:
+def check_python_state(opt, before: dict) -> None:
     """A traced step may change tensors only: an attribute it set (a step counter kept in
     Python) would happen once, at trace time, not on every replay."""
     for name, v in opt.__dict__.items():
@@ -138,7 +138,7 @@ def _compile(opt, live: list) -> _StepEntry:
                 p.grad = g
             opt._step_all()
         check_state_in_place(opt)
-        _check_python_state(opt, before)
+        check_python_state(opt, before)
     finally:
         for b in bindings:
             b.refresh_group()

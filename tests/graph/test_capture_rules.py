@@ -12,6 +12,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
+from dualflow.graph import TraceError
 
 from dualflow.nn.graph_breaks import GraphBreakWarning
 
@@ -559,3 +560,25 @@ def test_an_optimizer_step_with_python_side_effects_runs_eagerly_in_graph_mode()
     assert updates == want_updates == 10
     for got, want in zip(params, want_params):
         np.testing.assert_array_equal(got, want)
+
+
+def test_an_nn_graph_whose_optimizer_keeps_python_state_is_refused():
+    flow.manual_seed(0)
+    model = nn.Linear(3, 2).double()
+    opt = CountingSGD(model.parameters(), lr=0.1)
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            loss = self.model(x).square().mean()
+            loss.backward()
+            return loss
+    step, inputs = Step(), _inputs(3, 4, 3)
+    step(*inputs[0])   # the eager warm-up step
+    with pytest.raises(TraceError, match="CountingSGD.updates was set while tracing"):
+        step(*inputs[1])
+    assert opt.updates == 2
