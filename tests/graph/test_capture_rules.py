@@ -582,3 +582,47 @@ def test_an_nn_graph_whose_optimizer_keeps_python_state_is_refused():
     with pytest.raises(TraceError, match="CountingSGD.updates was set while tracing"):
         step(*inputs[1])
     assert opt.updates == 2
+
+
+def _new_param_group(mode) -> tuple:
+    """A frozen head joins training at the third step as a new Adam parameter group."""
+    flow.manual_seed(0)
+    body, head = nn.Linear(3, 4).double(), nn.Linear(4, 2).double()
+    model = nn.Sequential(body, nn.Tanh(), head)
+    head.requires_grad_(False)
+    opt = flow.optim.Adam(body.parameters(), lr=0.01)
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            loss = self.model(x).square().mean()
+            loss.backward()
+            return loss
+    step, losses = Step(), []
+    for i, (x,) in enumerate(_inputs(6, 4, 3)):
+        if i == 2:
+            head.requires_grad_(True)
+            opt.add_param_group({"params": list(head.parameters()), "lr": 0.05})
+        if mode == "nn.Graph":
+            losses.append(step(x).numpy())
+            continue
+        with flow.mode(mode):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        losses.append(loss.detach().numpy())
+    return losses, [p.detach().numpy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("mode", [flow.GRAPH, "nn.Graph"])
+def test_a_parameter_group_added_after_the_first_call_trains_as_eager(mode):
+    want_losses, want_params = _new_param_group(flow.EAGER)
+    losses, params = _new_param_group(mode)
+    np.testing.assert_array_equal(losses, want_losses)
+    for got, want in zip(params, want_params):
+        np.testing.assert_array_equal(got, want)
