@@ -230,8 +230,8 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
   positive-definite leading block (zeros after it) for a failing matrix, where LAPACK leaves
   partial values. The LU family (`lu_factor(_ex)`, `lu`, `lu_solve`, `solve_ex`, `inv_ex`)
   runs getrf's column steps on the whole batch without fused multiply-adds, so a matrix
-  singular only up to rounding may get another `info` than LAPACK's, and rectangular factors
-  have no gradient yet. `eig`, `eigvals` (no complex dtypes) and the `ldl*` family are missing.
+  singular only up to rounding may get another `info` than LAPACK's. `eig`, `eigvals` (no
+  complex dtypes) and the `ldl*` family are missing.
 * **Sparse COO tensors** (`flow.sparse_coo_tensor`) are a `flow.sparse.SparseTensor`, not a
   `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`mm`/`matmul`/`@` with
   a dense matrix (sparse @ sparse densifies the right operand), `t()`, scaling by a number and

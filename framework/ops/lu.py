@@ -7,8 +7,7 @@ reciprocal (left as is when the pivot is zero, whose 1-based column becomes `inf
 trailing block updated; every step runs on the whole batch. Pivots are LAPACK's (1-based row
 swaps, int32). lu_solve is two triangular solves on the packed factors after the row
 permutation, so its gradients (to the factors and B) come from solve_triangular's; the
-factorization's own VJP is PyTorch's for square matrices:
-gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T.
+factorization's own VJP is PyTorch's (square, wide and tall).
 """
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from .. import dtype as dt
 from ..tensor import Tensor
-from .arith import add
+from .arith import add, sub
 from .compare import eq
 from .core import broadcast_to
 from .decompositions import _eye_like
@@ -76,19 +75,39 @@ def _lu_type(a):
 
 
 def _lu_vjp(grads, outs, a):
-    """PyTorch's rule for square A = P L U (gL, gU the strict lower and upper parts of gLU)."""
+    """PyTorch's rules for A = P L U, L (m, k) unit lower and U (k, n) upper packed in LU, and
+    gL, gU the strict lower and upper parts of gLU: square
+    gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T; wide (m < n) and tall (m > n) solve
+    with the square block and carry the rest of gU (gL) through."""
     g_lu = grads[0]
     lu, pivots = outs[0], outs[1]
     m, n = a.shape[-2:]
-    if m != n:
-        raise RuntimeError(f"linalg.lu_factor: the derivative is implemented for square "
-                           f"matrices, got A of shape {tuple(a.shape)}")
-    low, up = add(tril(lu, -1), _eye_like(lu)), triu(lu)
-    inner = add(tril(matmul_op(mT(low), tril(g_lu, -1)), -1), triu(matmul_op(triu(g_lu), mT(up))))
-    # L^-T (.) U^-T: the strict lower part of lu is L's (unit diagonal), the upper part U's
-    left = solve_triangular_op(mT(lu), inner, upper=True, left=True, unitriangular=True)
-    g_a = solve_triangular_op(mT(lu), left, upper=False, left=False, unitriangular=False)
+    k = min(m, n)
+    block = narrow(narrow(lu, -2, 0, k), -1, 0, k)        # L1 below, U1 on and above
+    low, up = _lower(lu, k), triu(narrow(lu, -2, 0, k))
+    g_low, g_up = tril(narrow(g_lu, -1, 0, k), -1), triu(narrow(g_lu, -2, 0, k))
+    if m == n:
+        inner = add(tril(matmul_op(mT(low), g_low), -1), triu(matmul_op(g_up, mT(up))))
+        left = solve_triangular_op(mT(lu), inner, upper=True, left=True, unitriangular=True)
+        g_a = solve_triangular_op(mT(lu), left, upper=False, left=False, unitriangular=False)
+    elif m < n:
+        inner = tril(sub(matmul_op(mT(low), g_low), matmul_op(g_up, mT(up))), -1)
+        inner = solve_triangular_op(mT(block), inner, upper=False, left=False,
+                                    unitriangular=False)
+        inner = cat([add(inner, narrow(g_up, -1, 0, k)), narrow(g_up, -1, k, n - k)], -1)
+        g_a = solve_triangular_op(mT(block), inner, upper=True, left=True, unitriangular=True)
+    else:
+        inner = triu(sub(matmul_op(g_up, mT(up)), matmul_op(mT(low), g_low)))
+        inner = solve_triangular_op(mT(block), inner, upper=True, left=True, unitriangular=True)
+        inner = cat([add(inner, narrow(g_low, -2, 0, k)), narrow(g_low, -2, k, m - k)], -2)
+        g_a = solve_triangular_op(mT(block), inner, upper=False, left=False, unitriangular=False)
     return (_permute_rows(g_a, pivots, inverse=True),)
+
+
+def _lower(lu, k: int):
+    """L (m, k): LU's strict lower part with a unit diagonal."""
+    return add(tril(narrow(lu, -1, 0, k), -1), _pad_rows(_eye_like(narrow(lu, -2, 0, k)),
+                                                          lu.shape[-2]))
 
 
 # A's packed LU factors, LAPACK's pivots and info (see the module docstring).
@@ -171,8 +190,7 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
     empty = LU_data.new_zeros((0,))
     if unpack_data:
         unit = diag_embed(LU_data.new_ones(tuple(LU_data.shape[:-2]) + (k,)))
-        low = add(tril(narrow(LU_data, -1, 0, k), -1),
-                  unit if m == k else _pad_rows(unit, m))
+        low = add(tril(narrow(LU_data, -1, 0, k), -1), _pad_rows(unit, m))
         up = triu(narrow(LU_data, -2, 0, k))
     else:
         low = up = empty
@@ -186,6 +204,8 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
 
 def _pad_rows(x, m: int):
     """x (..., k, k) with zero rows appended up to m."""
+    if m == x.shape[-2]:
+        return x
     return cat([x, x.new_zeros(tuple(x.shape[:-2]) + (m - x.shape[-2], x.shape[-1]))], -2)
 
 

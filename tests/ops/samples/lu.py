@@ -46,8 +46,8 @@ SINGULAR = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 2.0], [1.0, 2.0, 3.0]])
 SAMPLES = {
     "lu_factor_ex": [Sample((rnd(3, 3),), {}, ref_lu_factor_ex, label="square"),
                      Sample((rnd(2, 4, 4),), {}, ref_lu_factor_ex, label="batch"),
-                     Sample((rnd(3, 5),), {}, ref_lu_factor_ex, grad=False, label="wide"),
-                     Sample((rnd(5, 2),), {}, ref_lu_factor_ex, grad=False, label="tall"),
+                     Sample((rnd(3, 5),), {}, ref_lu_factor_ex, label="wide"),
+                     Sample((rnd(2, 5, 2),), {}, ref_lu_factor_ex, label="tall"),
                      Sample((SINGULAR,), {}, ref_lu_factor_ex, grad=False, label="singular")],
     "lu_permutation": [
         Sample((np.array([[3, 2, 3], [1, 3, 3]], np.int32),), {"m": 3, "inverse": inv},
