@@ -44,6 +44,7 @@ from dualflow.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  #
 from .serialization import load, save  # noqa: E402
 from . import optim, utils  # noqa: E402
 from . import distributions  # noqa: E402  (torch.distributions)
+from . import special  # noqa: E402  (torch.special)
 from . import distributed  # noqa: E402  (mpi4py is imported only by init_process_group)
 from . import profiler  # noqa: E402
 from . import amp  # noqa: E402

@@ -98,4 +98,3 @@ def i1e(input: Tensor) -> Tensor:
 
 EXPORTS = {"i0": i0}
 METHODS = {"i0": i0}
-SPECIAL = {"i0": i0, "i0e": i0e, "i1": i1, "i1e": i1e}
