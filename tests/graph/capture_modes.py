@@ -17,6 +17,12 @@ from dualflow.nn.graph_breaks import GraphBreakWarning
 MODES = ("eager", "GRAPH", "nn.Graph")
 
 
+def inputs(n: int, *shape) -> list:
+    """`n` calls' arguments: one float64 tensor of `shape` each, from a fixed seed."""
+    flow.manual_seed(100)
+    return [(flow.randn(*shape, dtype=flow.float64),) for _ in range(n)]
+
+
 def graph_of(model) -> nn.Graph:
     """An nn.Graph whose build is one call of `model`."""
     class Calls(nn.Graph):
