@@ -1,8 +1,11 @@
 """Draws from the parametric families without an inverse-CDF formula, one per parameter
 element, from the backend's generator: Gamma (PyTorch's `_standard_gamma`, differentiable in the
 shape through the implicit reparameterisation gradient of incomplete_gamma.py), Poisson
-(`torch.poisson`) and binomial (`torch.binomial`) counts, not differentiable, as in PyTorch."""
+(`torch.poisson`) and binomial (`torch.binomial`) counts, and von Mises angles, not
+differentiable, as in PyTorch."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -10,6 +13,7 @@ from ..random import generator_for
 from .arith import mul
 from .incomplete_gamma import standard_gamma_grad_op
 from .opdef import TensorType, defop, not_exportable
+from .special import _quiet
 
 
 def _standard_gamma_kernel(xp, alpha, device, generator=None):
@@ -32,6 +36,29 @@ def _binomial_kernel(xp, count, prob, device, generator=None):
     rng = generator_for(device, generator).rng
     count, prob = xp.broadcast_arrays(count, prob)
     return rng.binomial(count.astype("int64"), prob.astype("float64")).astype(prob.dtype)
+
+
+def _von_mises_kernel(xp, loc, concentration, device, generator=None):
+    """Best and Fisher's (1979) rejection sampler, all elements at once until each accepted one
+    (acceptance is at least ~66% per round), in float64; angles wrapped to [-pi, pi)."""
+    rng = generator_for(device, generator).rng
+    loc, kappa = xp.broadcast_arrays(loc.astype("float64"), concentration.astype("float64"))
+    tau = 1 + xp.sqrt(1 + 4 * kappa * kappa)
+    rho = (tau - xp.sqrt(2 * tau)) / (2 * kappa)
+    r = xp.where(kappa < 1e-5, 1 / kappa + kappa, (1 + rho * rho) / (2 * rho))
+    x = xp.zeros(kappa.shape)
+    done = xp.zeros(kappa.shape, dtype=bool)
+    while not bool(done.all()):
+        u1, u2, u3 = (rng.random(kappa.shape) for _ in range(3))
+        z = xp.cos(math.pi * u1)
+        f = (1 + r * z) / (r + z)
+        c = kappa * (r - f)
+        with _quiet(xp):
+            accept = ((c * (2 - c) - u2) > 0) | (xp.log(c / u2) + 1 - c >= 0)
+        take = accept & ~done
+        x = xp.where(take, xp.sign(u3 - 0.5) * xp.arccos(xp.clip(f, -1, 1)), x)
+        done = done | accept
+    return ((x + math.pi + loc) % (2 * math.pi) - math.pi).astype(concentration.dtype)
 
 
 # Gamma(alpha, 1) draws, one per element of alpha, differentiable through alpha.
@@ -60,6 +87,15 @@ binomial_op = defop(
     "binomial", _binomial_kernel,
     lambda count, prob, device, generator=None: TensorType(
         tuple(np.broadcast_shapes(count.shape, prob.shape)), prob.dtype, prob.device),
+    pure=False, onnx=_TRAIN_ONLY)
+
+
+# von Mises angles around `loc` with concentration `concentration` (broadcast), no gradient.
+von_mises_op = defop(
+    "von_mises", _von_mises_kernel,
+    lambda loc, concentration, device, generator=None: TensorType(
+        tuple(np.broadcast_shapes(loc.shape, concentration.shape)), concentration.dtype,
+        concentration.device),
     pure=False, onnx=_TRAIN_ONLY)
 
 
