@@ -40,7 +40,7 @@ def _von_mises_directions(outs, loc, concentration, **attrs):
     (x,) = outs
     n = x.shape[0]
     assert np.all((x >= -np.pi) & (x < np.pi))
-    k = concentration[0]
+    k = concentration[0].astype(np.float64)
     half = k / 2
     i0 = sum(half ** (2 * t) / math.factorial(t) ** 2 for t in range(60))
     i1 = sum(half ** (2 * t + 1) / (math.factorial(t) * math.factorial(t + 1)) for t in range(60))
