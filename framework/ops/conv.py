@@ -27,6 +27,7 @@ from .linalg import _matmul_kernel  # keeps bfloat16, where ml_dtypes' matmul gi
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import reshape
+from .winograd import winograd_chosen, winograd_conv2d
 
 
 def window_count(size: int, kernel: int, stride: int, pads: tuple, dilation: int) -> int:
@@ -137,6 +138,8 @@ def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
                  zip(x.shape[2:], (kh, kw), stride, padding, dilation))
     if _depthwise(x, groups, cout) and grid[0] * grid[1] <= SMALL_IMAGE:
         return depthwise_conv2d(xp, x, w, stride, padding, dilation)
+    if winograd_chosen(x, w, stride, dilation, groups, grid):
+        return winograd_conv2d(xp, x, w, padding)
     if _one_gemm(x, groups, grid[0] * grid[1]):
         cols, _ = _columns(xp, x, (kh, kw), stride, padding, dilation, 1, False)
         out = xp.dot(w.reshape(cout, cg * kh * kw), cols[0])  # (Cout, N*L)

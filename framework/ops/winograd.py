@@ -1,0 +1,176 @@
+"""Winograd F(2x2, 3x3): a stride-1, dilation-1, one-group 3x3 convolution as 16 GEMMs over
+2x2 output tiles instead of one GEMM nine taps long.
+
+Each 4x4 input tile d and each 3x3 filter g are transformed, multiplied elementwise (summed over
+input channels: 16 GEMMs of (tiles, C) by (C, Cout)) and transformed back:
+
+    y = A^T [(G g G^T) * (B^T d B)] A      B^T = [[1, 0, -1, 0],   G = [[ 1,    0,   0  ],
+                                                  [0, 1,  1, 0],        [1/2,  1/2, 1/2],
+    A^T = [[1, 1,  1,  0],                        [0, -1, 1, 0],        [1/2, -1/2, 1/2],
+           [0, 1, -1, -1]]                        [0, 1,  0, -1]]       [ 0,    0,   1  ]]
+
+so 16 multiplies give 4 outputs where the direct form needs 36: 2.25x fewer flops. The
+transforms are additions (G's halves are exact), so float32 results differ from the direct sum's
+in the last bits, within gamma(C + 10) times the sum of the transformed magnitudes
+(tests/ops/test_winograd.py holds it to that bound against a float64 direct convolution).
+F(4x4, 3x3) would save another 1.8x of flops, but its coefficients (up to 8 and 1/24) make
+float32's error ~10-100x larger; it is not taken.
+
+The input's rows and columns are split by parity once; each transform stage is then a handful
+of adds over the whole flat array of a chunk of images, a tile's neighbour being the next element
+or row (NCHW-shaped adds loop over rows of 2-16 tiles: measured 2-3x slower). That costs one junk
+tile row and column per image, dropped by the output transform. Images run in chunks whose
+transformed tiles stay in a core's L2 cache through the transform, the GEMMs and the inverse
+(8x64x32x32: 13.5 -> 9.0 ms). The same kernel runs on NumPy and CuPy, in eager and compiled
+modes alike.
+"""
+from __future__ import annotations
+
+
+# When F(2x2, 3x3) is taken (measured on ResNet-18's 3x3 layers and others, float32, one
+# thread; tests/ops/test_winograd.py's docstring quotes the numbers). Below these it lost to
+# im2col: fixed costs (the filter transform, a Python call per stage and chunk) and the junk
+# tile row and column (a 27% larger GEMM at 16x16 outputs, 56% at 8x8) outweigh the 2.25x
+# fewer multiplies.
+MIN_SIDE = 16          # output rows and columns
+MIN_POSITIONS = 2048   # output positions over the batch: 8 x 16x16, 2 x 32x32
+MIN_CHANNELS = 16      # input channels (the GEMMs' reduction length)
+MAX_IMAGE_BYTES = 2 << 20  # one image's transformed tiles: more spill out of a core's L2 cache
+
+
+def winograd_chosen(x, w, stride, dilation, groups, grid) -> bool:
+    """Whether conv2d(x, w) with output grid (Ho, Wo) runs as F(2x2, 3x3): a 3x3 kernel at
+    stride 1, dilation 1, one group, float32/float64, at a size where it measured faster."""
+    if tuple(w.shape[2:]) != (3, 3) or tuple(stride) != (1, 1) or \
+            tuple(dilation) != (1, 1) or groups != 1 or x.dtype.char not in "fd":
+        return False
+    n, c = x.shape[:2]
+    th, tw = output_tiles(grid)
+    return min(grid) >= MIN_SIDE and n * grid[0] * grid[1] >= MIN_POSITIONS and \
+        c >= MIN_CHANNELS and _image_bytes(c, (th, tw), x.itemsize) <= MAX_IMAGE_BYTES
+
+
+def _image_bytes(channels: int, tiles: tuple, itemsize: int) -> int:
+    """Bytes of one image's transformed tiles, the junk row and column included."""
+    return 16 * channels * (tiles[0] + 1) * (tiles[1] + 1) * itemsize
+
+
+def output_tiles(out_size: tuple) -> tuple:
+    """2x2 tiles covering an (Ho, Wo) output: (ceil(Ho / 2), ceil(Wo / 2))."""
+    return tuple((s + 1) // 2 for s in out_size)
+
+
+def _tile_transform(xp, d0, d1, d2, d3, out) -> None:
+    """B^T across one axis of tiles of 4: (d0 - d2, d1 + d2, d2 - d1, d1 - d3) into out[0..3]."""
+    xp.subtract(d0, d2, out=out[0])
+    xp.add(d1, d2, out=out[1])
+    xp.subtract(d2, d1, out=out[2])
+    xp.subtract(d1, d3, out=out[3])
+
+
+def _split_parities(xp, x, padding, tiles):
+    """The zero-padded input with rows and columns split by parity, as (2, 2, C, N, th+1, tw+1):
+    padded[2r + a, 2q + b] at [a, b, :, :, r, q]. A tile's four rows (columns) are then two
+    parities at two neighbouring places."""
+    n, c, h, w = x.shape
+    (pt, _), (pl, _) = padding
+    th, tw = tiles
+    out = xp.zeros((2, 2, c, n, th + 1, tw + 1), dtype=x.dtype)
+    by_channel = x.transpose(1, 0, 2, 3)
+    for a in range(2):
+        h0 = (a - pt) % 2  # the first input row that lands on a padded row of parity a
+        r0, rows = (h0 + pt) // 2, len(range(h0, h, 2))
+        for b in range(2):
+            w0 = (b - pl) % 2
+            q0, cols = (w0 + pl) // 2, len(range(w0, w, 2))
+            out[a, b, :, :, r0:r0 + rows, q0:q0 + cols] = by_channel[:, :, h0::2, w0::2]
+    return out
+
+
+def _input_transform(xp, x, padding, tiles):
+    """B^T d B of every 4x4 tile of the zero-padded input, as (16, C, N * (th+1) * (tw+1)).
+    Each stage runs flat over all channels and images: a tile's neighbour is the next element
+    (columns) or the next row (rows), so every add is one long contiguous loop. The extra last
+    tile row and column are junk (they mix neighbouring images) that the output drops."""
+    th, tw = tiles
+    split = _split_parities(xp, x, padding, tiles)
+    size = split[0, 0].size
+    flat = split.reshape(2, 2, size)
+    rows = xp.empty((4, 2, size), dtype=x.dtype)
+    step = tw + 1
+    _tile_transform(xp, flat[0, :, :-step], flat[1, :, :-step], flat[0, :, step:],
+                    flat[1, :, step:], rows[:, :, :-step])
+    rows[:, :, -step:] = 0
+    v = xp.empty((4, 4, size), dtype=x.dtype)
+    _tile_transform(xp, rows[:, 0, :-1], rows[:, 1, :-1], rows[:, 0, 1:], rows[:, 1, 1:],
+                    v[:, :, :-1].transpose(1, 0, 2))
+    v[:, :, -1] = 0
+    return v.reshape(16, x.shape[1], size // x.shape[1])
+
+
+def _filter_rows(xp, g, out) -> None:
+    """G along axis 0 of g (3, ...) into out (4, ...): g0, (g0+g1+g2)/2, (g0-g1+g2)/2, g2."""
+    ends = xp.add(g[0], g[2])
+    out[0] = g[0]
+    xp.multiply(xp.add(ends, g[1], out=out[1]), 0.5, out=out[1])
+    xp.multiply(xp.subtract(ends, g[1], out=out[2]), 0.5, out=out[2])
+    out[3] = g[2]
+
+
+def _filter_transform(xp, w):
+    """G g G^T of every filter of w (Cout, C, 3, 3), as (16, Cout, C)."""
+    taps = w.transpose(2, 3, 0, 1)  # (3, 3, Cout, C): read in place, a copy costs more
+    rows = xp.empty((4,) + taps.shape[1:], dtype=w.dtype)
+    _filter_rows(xp, taps, rows)
+    u = xp.empty((4, 4) + taps.shape[2:], dtype=w.dtype)
+    _filter_rows(xp, rows.transpose(1, 0, 2, 3), u.transpose(1, 0, 2, 3))
+    return u.reshape(16, *taps.shape[2:])
+
+
+def _sum3(xp, a, b, c, out):
+    """(a + b) + c into out."""
+    return xp.add(xp.add(a, b, out=out), c, out=out)
+
+
+def _diff3(xp, a, b, c, out):
+    """(a - b) - c into out."""
+    return xp.subtract(xp.subtract(a, b, out=out), c, out=out)
+
+
+def _output_transform(xp, m, out, tiles) -> None:
+    """A^T M A of every tile's 4x4 products m (16, Cout, N * (th+1) * (tw+1)) into out
+    (N, Cout, Ho, Wo): the column pairs flat, the row pairs straight into the result."""
+    n, cout, ho, wo = out.shape
+    th, tw = tiles
+    m = m.reshape(4, 4, -1)
+    cols = xp.empty((2, 4, m.shape[-1]), dtype=m.dtype)
+    _sum3(xp, m[:, 0], m[:, 1], m[:, 2], cols[0])
+    _diff3(xp, m[:, 1], m[:, 2], m[:, 3], cols[1])
+    cols = cols.reshape(2, 4, cout, n, th + 1, tw + 1).transpose(0, 1, 3, 2, 4, 5)
+    for j in range(2):
+        c0, c1, c2, c3 = (cols[j, a, :, :, :(ho + 1) // 2, :(wo - j + 1) // 2] for a in range(4))
+        _sum3(xp, c0, c1, c2, out[:, :, 0::2, j::2])
+        bottom = out[:, :, 1::2, j::2]
+        last = bottom.shape[2]
+        _diff3(xp, c1[:, :, :last], c2[:, :, :last], c3[:, :, :last], bottom)
+
+
+# bytes of transformed input per chunk of images: with its products it stays in a core's L2
+# cache between the transform, the GEMMs and the inverse transform, where whole-batch arrays
+# run each stage at memory speed
+CHUNK_BYTES = 1 << 20
+
+
+def winograd_conv2d(xp, x, w, padding):
+    """conv2d of x (N, C, H, W) with w (Cout, C, 3, 3) at stride 1, any zero padding
+    ((top, bottom), (left, right)), a chunk of images at a time."""
+    n, c, h, wd = x.shape
+    (pt, pb), (pl, pr) = padding
+    out = xp.empty((n, w.shape[0], h + pt + pb - 2, wd + pl + pr - 2), dtype=x.dtype)
+    tiles = output_tiles(out.shape[2:])
+    u = _filter_transform(xp, w)
+    step = max(1, CHUNK_BYTES // _image_bytes(c, tiles, x.itemsize))
+    for start in range(0, n, step):
+        v = _input_transform(xp, x[start:start + step], padding, tiles)
+        _output_transform(xp, xp.matmul(u, v), out[start:start + step], tiles)
+    return out
