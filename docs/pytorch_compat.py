@@ -224,14 +224,13 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
   matrix (from the SVD, singular matrices included, as PyTorch's); its second derivative needs
   an invertible matrix. `lstsq` solves through `pinv` for every driver: the minimum-norm
   solution for every shape and rank (what gelsy/gelsd give); `rank`, `residuals` and
-  `singular_values` are filled per driver as PyTorch's CPU does. `qr`'s gradient needs m >= n
-  (PyTorch also has the wide case); `pinv` and `matrix_rank` take float `atol`/`rtol` only
-  (they are compiled-in attributes), not tensors. `cholesky_ex` returns the factor of the
-  positive-definite leading block (zeros after it) for a failing matrix, where LAPACK leaves
-  partial values. The LU family (`lu_factor(_ex)`, `lu`, `lu_solve`, `solve_ex`, `inv_ex`)
-  runs getrf's column steps on the whole batch without fused multiply-adds, so a matrix
-  singular only up to rounding may get another `info` than LAPACK's. `eig`, `eigvals` (no
-  complex dtypes) and the `ldl*` family are missing.
+  `singular_values` are filled per driver as PyTorch's CPU does. `pinv` and `matrix_rank` take
+  float `atol`/`rtol` only (they are compiled-in attributes), not tensors. `cholesky_ex`
+  returns the factor of the positive-definite leading block (zeros after it) for a failing
+  matrix, where LAPACK leaves partial values. The LU family (`lu_factor(_ex)`, `lu`,
+  `lu_solve`, `solve_ex`, `inv_ex`) runs getrf's column steps on the whole batch without fused
+  multiply-adds, so a matrix singular only up to rounding may get another `info` than
+  LAPACK's. `eig`, `eigvals` (no complex dtypes) and the `ldl*` family are missing.
 * **Sparse COO tensors** (`flow.sparse_coo_tensor`) are a `flow.sparse.SparseTensor`, not a
   `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`mm`/`matmul`/`@` with
   a dense matrix (sparse @ sparse densifies the right operand), `t()`, scaling by a number and

@@ -3,11 +3,12 @@ SVD.
 
 Kernels are `xp.linalg` calls, batched over leading dims (float16/bfloat16 computed in
 float32, as LAPACK has no such types; the public functions take float32/float64 only, as
-PyTorch's). The VJPs are PyTorch's formulas written with dualflow ops: Murray's for the Cholesky factor, the m >= n one for QR, and for eigh
-and svd the ones dividing by E_jk = l_k - l_j (s_k^2 - s_j^2), which are infinite where
-eigenvalues (singular values) repeat, as in PyTorch, unless only the values are differentiated.
-The decompositions with several outputs take None for an output that got no gradient
-(`sparse_grads`), so eigvalsh/svdvals never form those quotients.
+PyTorch's). The VJPs are PyTorch's formulas written with dualflow ops: Murray's for the
+Cholesky factor, QR's (tall, square and wide), and for eigh and svd the ones dividing by
+E_jk = l_k - l_j (s_k^2 - s_j^2), which are infinite where eigenvalues (singular values)
+repeat, as in PyTorch, unless only the values are differentiated. The decompositions with
+several outputs take None for an output that got no gradient (`sparse_grads`), so
+eigvalsh/svdvals never form those quotients.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .linalg import matmul_op
 from .opdef import TensorType, defop, not_exportable
 from .precision import widened
 from .rules import ShapeError
+from .join import cat
 from .shape import narrow, unsqueeze
 from .solve import LinAlgError, float_matrices, mT, solve_triangular_op, square
 from .structure import diag_embed, diagonal, tril, triu
@@ -155,14 +157,29 @@ def _qr_rule(a, mode):
 
 
 def _qr_vjp(grads, outs, a, mode):
-    """gA = [gQ + Q copyltu(M)] R^-T with M = R gR^T - gQ^T Q, for m >= n."""
+    """m >= n: gA = [gQ + Q copyltu(M)] R^-T with M = R gR^T - gQ^T Q. m < n: A = [X | Y] with
+    X = Q R1 square and R2 = Q^T Y, so gY = Q gR2 and X takes the square rule with gQ + Y gR2^T
+    (PyTorch's rules; mode 'r', and 'complete' with m > n, have none, as in PyTorch)."""
     g_q, g_r = grads
     q, r = outs
     m, n = a.shape[-2:]
-    if mode == "r" or (mode == "complete" and m > n) or m < n:
-        raise RuntimeError(f"linalg.qr: the derivative is implemented for mode='reduced' (or "
-                           f"'complete' with square inputs) and m >= n; got mode={mode!r} and "
-                           f"A of shape {tuple(a.shape)}")
+    if mode == "r" or (mode == "complete" and m > n):
+        raise RuntimeError(f"linalg.qr: the derivative is not defined for mode={mode!r} with A "
+                           f"of shape {tuple(a.shape)}")
+    if m >= n:
+        return (_qr_square_or_tall_grad(g_q, g_r, q, r),)
+    r1, r2 = narrow(r, -1, 0, m), narrow(r, -1, m, n - m)
+    g_r1 = None if g_r is None else narrow(g_r, -1, 0, m)
+    g_r2 = None if g_r is None else narrow(g_r, -1, m, n - m)
+    if g_r2 is not None:
+        carried = matmul_op(matmul_op(q, r2), mT(g_r2))       # Y gR2^T, Y = Q R2
+        g_q = carried if g_q is None else add(g_q, carried)
+    g_x = _qr_square_or_tall_grad(g_q, g_r1, q, r1)
+    g_y = mul(matmul_op(q, r2), 0.0) if g_r2 is None else matmul_op(q, g_r2)
+    return (cat([g_x, g_y], -1),)
+
+
+def _qr_square_or_tall_grad(g_q, g_r, q, r):
     terms = []
     if g_r is not None:
         terms.append(matmul_op(g_r, mT(r)))
@@ -172,11 +189,11 @@ def _qr_vjp(grads, outs, a, mode):
     ga = matmul_op(q, add(m_upper, mT(triu(m_upper, 1))))
     if g_q is not None:
         ga = add(ga, g_q)
-    return (solve_triangular_op(mT(r), ga, upper=False, left=False, unitriangular=False),)
+    return solve_triangular_op(mT(r), ga, upper=False, left=False, unitriangular=False)
 
 
-qr_op = defop("qr", widened(_qr_kernel), _qr_rule, _qr_vjp, saves=(), saves_out=True, num_outputs=2,
-              sparse_grads=True, onnx=not_exportable(_NO_ONNX))
+qr_op = defop("qr", widened(_qr_kernel), _qr_rule, _qr_vjp, saves=(), saves_out=True,
+              num_outputs=2, sparse_grads=True, onnx=not_exportable(_NO_ONNX))
 
 
 def qr(A: Tensor, mode: str = "reduced"):

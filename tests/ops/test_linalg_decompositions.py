@@ -37,6 +37,9 @@ CASES = [
     Case("qr_tall", lambda lib, x: _qr_parts(lib.linalg.qr(x)), (_rand(5, 3),), (0,)),
     Case("qr_batch_square_complete", lambda lib, x: _qr_parts(lib.linalg.qr(x, "complete")),
          (_rand(2, 3, 3),), (0,)),
+    Case("qr_wide", lambda lib, x: _qr_parts(lib.linalg.qr(x)), (_rand(2, 3, 5),), (0,)),
+    Case("qr_wide_r_only", lambda lib, x: lib.linalg.qr(x).R * lib.linalg.qr(x).R,
+         (_rand(3, 4),), (0,)),
     Case("eigh", lambda lib, x: _eigh_parts(lib.linalg.eigh(_sym(lib, x))), (_rand(2, 4, 4),), (0,)),
     Case("eigh_upper", lambda lib, x: _eigh_parts(lib.linalg.eigh(_sym(lib, x), UPLO="U")),
          (_rand(3, 3),), (0,)),
@@ -146,9 +149,10 @@ def test_values_only_gradients_survive_repeated_values():
 
 
 def test_qr_gradient_refuses_where_pytorch_does():
-    x = flow.tensor(_rand(2, 4), requires_grad=True)
-    q, r = flow.linalg.qr(x)
-    with pytest.raises(RuntimeError, match="linalg.qr: the derivative is implemented for"):
+    x = flow.tensor(_rand(4, 2), requires_grad=True)
+    q, r = flow.linalg.qr(x, mode="complete")
+    with pytest.raises(RuntimeError, match="linalg.qr: the derivative is not defined for "
+                                           "mode='complete'"):
         (q.sum() + r.sum()).backward()
 
 

@@ -61,6 +61,7 @@ SAMPLES = {
     "cholesky_ex": [Sample((np.stack([_spd(3, 3), -_spd(3, 3, seed=1)]),), {"upper": False},
                            check=_check_cholesky_ex, grad=False, label="batch_one_failing")],
     "qr": [Sample((rnd(4, 3),), {"mode": "reduced"}, check=_check_qr, label="tall"),
+           Sample((rnd(2, 3, 5),), {"mode": "reduced"}, check=_check_qr, label="wide"),
            Sample((rnd(2, 3, 3),), {"mode": "complete"}, check=_check_qr, label="batch_square"),
            Sample((rnd(3, 5),), {"mode": "r"}, check=_check_qr, grad=False, label="wide_r")],
     "eigh": [Sample((rnd(3, 3),), {"uplo": "L"}, check=_check_eigh, grad=False, label="lower"),
