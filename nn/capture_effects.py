@@ -1,8 +1,8 @@
 """The Python state a traced module call can change besides tensors, and the rule for each change.
 
 While tracing, every list, dict and set the call can reach — module attributes, the closures and
-bound objects of its forward hooks, and the globals its own (non-dualflow) `forward` and hooks
-name — is swapped for a watched copy (`graph/capture/watched.py`), and int attributes known to
+bound objects of its forward hooks and its parameters' tensor hooks, and the globals its own
+(non-dualflow) `forward` and hooks name — is swapped for a watched copy (`graph/capture/watched.py`), and int attributes known to
 count calls are traced as `CountedInt`. After the trace each change is, in order of preference:
 
 * **replayed** after every compiled call: stores and appends of tensors or plain values into a
@@ -93,6 +93,8 @@ def reachable_places(modules, skip: set) -> list:
         add_attributes(m)
     for m in modules:
         functions = [hook for table in _HOOK_TABLES for hook, _ in m.__dict__[table].values()]
+        functions += [hook for p in m._parameters.values() if p is not None and p._hooks
+                      for hook in p._hooks]   # tensor hooks: they run in a traced backward
         for fn in functions:
             add_attributes(getattr(fn, "__self__", None))
         if not type(m).__module__.startswith("dualflow."):

@@ -375,3 +375,38 @@ def test_tensor_hooks_run_with_eagers_gradients(keep):
     assert_like_eager(got, want, "GRAPH")
     assert len(got.warned) == (1 if keep else 0)
     assert len(got.attrs[".gradients"][1]) == (4 if keep else 0)
+
+
+def _hooked_parameters(mode) -> tuple:
+    """Gradient logging and scaling with tensor hooks on parameters, over three steps."""
+    flow.manual_seed(0)
+    model = nn.Linear(3, 2).double()
+    norms = []
+    model.weight.register_hook(lambda g: norms.append(g.norm().detach()))
+    model.bias.register_hook(lambda g: g * 2)
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            self.model(x).square().mean().backward()
+    step = Step()
+    for (x,) in _inputs(3, 4, 3):
+        if mode == "nn.Graph":
+            step(x)
+        else:
+            with flow.mode(mode):
+                model(x).square().mean().backward()
+    return [n.numpy() for n in norms], model.bias.grad.numpy(), model.weight.grad.numpy()
+
+
+@pytest.mark.parametrize("mode", [flow.GRAPH, "nn.Graph"])
+def test_tensor_hooks_on_parameters_log_and_scale_as_in_eager(mode):
+    want = _hooked_parameters(flow.EAGER)
+    got = _hooked_parameters(mode)
+    assert len(got[0]) == 3
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], want[2])
