@@ -209,7 +209,7 @@ Packed sequences and parametrizations (`tests/nn/test_packed_sequence.py`,
   `weight_v` keys into the parametrization) are not there.
 * **`parametrizations.orthogonal`** has PyTorch's three maps; `householder` without the
   trivialization reads the weight's Householder QR through NumPy once, at registration or
-  assignment (CPU). `flow.matrix_exp` and `flow.orgqr` (PyTorch's `linalg.householder_product`, not yet
+  assignment (CPU). `flow.matrix_exp` and `flow.orgqr` (PyTorch's `linalg.householder_product`, also
   under `flow.linalg`) are ops.
 * **In-place shape ops** (`squeeze_`, `unsqueeze_`, `t_`, `transpose_`) make the tensor object
   the view; `stride()`/`storage_offset()` report NumPy's layout, which is PyTorch's wherever the
@@ -271,8 +271,8 @@ Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_
 
 Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
-* **`flow.distributions`** has PyTorch's families except LKJCholesky, VonMises, Wishart and
-  the ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
+* **`flow.distributions`** has PyTorch's families except LKJCholesky, Wishart and the
+  ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
   Cat/Stack/CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
   `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
@@ -290,8 +290,8 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
   a ContinuousBernoulli and a Uniform covering [0, 1] exactly is finite here (PyTorch: inf).
 * **Special functions** `lgamma`, `digamma`, `polygamma`, `erfinv`, `igamma(c)`, `poisson`,
   `binomial` are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
-  accurate to ~1e-9 in float64 (ours ~1e-14), and `polygamma(n >= 2, inf)` is 0 here (NaN in
-  PyTorch). They have no ONNX operator: an export that needs one (Gamma or Beta log_prob,
+  accurate to ~1e-9 in float64 (ours ~1e-14), VonMises' log I0 ~1e-7 (ours: i0e's series),
+  and `polygamma(n >= 2, inf)` is 0 here (NaN in PyTorch). They have no ONNX operator: an export that needs one (Gamma or Beta log_prob,
   Normal.icdf, stick-breaking's cumprod) is refused with the op named.
 """
 

@@ -32,6 +32,7 @@ from .transforms import (AbsTransform, AffineTransform, ComposeTransform,
                          PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
                          StickBreakingTransform, TanhTransform, Transform, identity_transform)
 from .uniform import Uniform
+from .von_mises import VonMises
 
 __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical",
            "Cauchy", "Chi2", "ComposeTransform", "ContinuousBernoulli",
@@ -45,6 +46,6 @@ __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "
            "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
            "SoftplusTransform", "StickBreakingTransform", "StudentT", "TanhTransform",
-           "Transform", "TransformedDistribution", "Uniform", "Weibull", "biject_to",
+           "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull", "biject_to",
            "constraints", "identity_transform", "kl_divergence", "register_kl", "transform_to",
            "transforms"]

@@ -233,6 +233,12 @@ CASES = [
          {"logits": real(*_BATCH)}, unit(*_BATCH),
          methods=("log_prob", "entropy", "mean", "variance", "cdf"), quantiles=unit(*_BATCH),
          rtol=1e-11, grad_rtol=1e-9),
+    Case("von_mises", lambda d, loc, k: d.VonMises(loc, k),
+         {"loc": real(*_BATCH) * 3, "k": np.array([[0.01, 0.5, 2.0], [8.0, 40.0, 700.0]])},
+         real(3, *_BATCH) * 4, methods=("log_prob", "mean", "mode", "variance"),
+         # PyTorch's log I0 and I1 are fitted polynomials (~1e-7 relative; ours: the series, see
+         # test_von_mises_against_scipy)
+         rtol=1e-6, grad_rtol=1e-5),
 ]
 
 

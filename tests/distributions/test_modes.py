@@ -55,7 +55,8 @@ class Scores(nn.Module):
                  D.ContinuousBernoulli(logits=mu).log_prob(flow.sigmoid(z)).sum(-1),
                  D.LowRankMultivariateNormal(mu, logits[:, :2].unsqueeze(-1).exp(),
                                              mu.exp()).log_prob(z),
-                 D.kl_divergence(D.Gamma(mu.exp(), 1.0), D.Normal(mu, 2.0)).sum(-1)]
+                 D.kl_divergence(D.Gamma(mu.exp(), 1.0), D.Normal(mu, 2.0)).sum(-1),
+                 D.VonMises(mu, logits[:, :2].exp()).log_prob(z).sum(-1)]
         total = terms[0]
         for t in terms[1:]:
             total = total + t
@@ -86,7 +87,7 @@ class Draws(nn.Module):
                 + D.Pareto(mu.exp(), 3.0).rsample() + D.ContinuousBernoulli(logits=mu).rsample()
                 + D.InverseGamma(mu.exp(), 2.0).rsample()
                 + D.FisherSnedecor(mu.exp(), 5.0).rsample()
-                + D.NegativeBinomial(3.0, logits=mu).sample()
+                + D.NegativeBinomial(3.0, logits=mu).sample() + D.VonMises(mu, 2.0).sample()
                 + D.LowRankMultivariateNormal(mu, mu.unsqueeze(-1), mu.exp()).rsample())
 
 
