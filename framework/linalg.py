@@ -247,6 +247,18 @@ def cond(A: Tensor, p=None) -> Tensor:
     return mul(matrix_norm(A, p), matrix_norm(inv(A), p))
 
 
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    """torch.chain_matmul (deprecated in PyTorch): multi_dot of 2-d matrices."""
+    if any(m.ndim != 2 for m in matrices):
+        raise ShapeError(f"chain_matmul: expected 2-d matrices, got shapes "
+                         f"{[tuple(m.shape) for m in matrices]}")
+    return matrices[0] if len(matrices) == 1 else multi_dot(matrices)
+
+
+# torch's top-level spellings of some of the above (dualflow.<name> and Tensor methods)
+EXPORTS = {"matrix_power": matrix_power, "chain_matmul": chain_matmul}
+METHODS = {"matrix_power": matrix_power}
+
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
            "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
            "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power",
