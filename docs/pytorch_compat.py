@@ -273,7 +273,7 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
 * **`flow.distributions`** has PyTorch's families except LKJCholesky, Wishart and the
   ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
-  Cat/Stack/CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
+  CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
   `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
   nn.Graph draw the same numbers from the same seed.

@@ -26,16 +26,17 @@ from .student_t import Chi2, FisherSnedecor, StudentT
 from .transformed_distribution import TransformedDistribution
 from .transformed_families import (Gumbel, HalfNormal, InverseGamma, Kumaraswamy,
                                    LogisticNormal, LogNormal, Pareto, Weibull)
-from .transforms import (AbsTransform, AffineTransform, ComposeTransform,
+from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform,
                          CumulativeDistributionTransform, ExpTransform, SoftplusTransform,
                          IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
                          PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
-                         StickBreakingTransform, TanhTransform, Transform, identity_transform)
+                         StackTransform, StickBreakingTransform, TanhTransform, Transform,
+                         identity_transform)
 from .uniform import Uniform
 from .von_mises import VonMises
 
-__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical",
-           "Cauchy", "Chi2", "ComposeTransform", "ContinuousBernoulli",
+__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "CatTransform",
+           "Categorical", "Cauchy", "Chi2", "ComposeTransform", "ContinuousBernoulli",
            "CumulativeDistributionTransform", "Dirichlet", "Distribution",
            "ExpRelaxedCategorical", "ExpTransform", "Exponential", "FisherSnedecor", "Gamma",
            "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
@@ -45,7 +46,7 @@ __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "
            "NegativeBinomial", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
            "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
-           "SoftplusTransform", "StickBreakingTransform", "StudentT", "TanhTransform",
-           "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull", "biject_to",
-           "constraints", "identity_transform", "kl_divergence", "register_kl", "transform_to",
-           "transforms"]
+           "SoftplusTransform", "StackTransform", "StickBreakingTransform", "StudentT",
+           "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "VonMises",
+           "Weibull", "biject_to", "constraints", "identity_transform", "kl_divergence",
+           "register_kl", "transform_to", "transforms"]

@@ -9,6 +9,7 @@ import numpy as np
 from .. import creation, ops
 from ..dtype import bool_
 from ..tensor import Tensor
+from .utils import select
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
            "greater_than", "greater_than_eq", "half_open_interval", "independent",
@@ -330,7 +331,7 @@ class _Stack(Constraint):
         return dim + 1 if self.dim + dim < 0 else dim
 
     def check(self, value):
-        slices = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
+        slices = [select(value, self.dim, i) for i in range(value.shape[self.dim])]
         return ops.stack([c.check(v) for c, v in zip(self.cseq, slices)], self.dim)
 
 

@@ -9,7 +9,7 @@ import math
 from .. import creation, linalg, ops
 from . import constraints
 from .transform_base import Transform
-from .utils import eps_of, sum_rightmost, tiny_of
+from .utils import eps_of, select, sum_rightmost, tiny_of
 
 
 class IndependentTransform(Transform):
@@ -197,3 +197,107 @@ class PositiveDefiniteTransform(Transform):
 
     def _inverse(self, y):
         return LowerCholeskyTransform().inv(linalg.cholesky(y))
+
+
+class CatTransform(Transform):
+    """Transforms applied to consecutive pieces (of `lengths`) along `dim`, concatenated back."""
+
+    def __init__(self, tseq, dim: int = 0, lengths=None, cache_size: int = 0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("CatTransform: every element of tseq must be a Transform")
+        super().__init__(cache_size=cache_size)
+        self.transforms = [t.with_cache(cache_size) for t in tseq] if cache_size else list(tseq)
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.transforms)
+        if len(self.lengths) != len(self.transforms):
+            raise ValueError(f"CatTransform: lengths ({len(self.lengths)}) must match "
+                             f"transforms ({len(self.transforms)})")
+        self.dim = dim
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else \
+            CatTransform(self.transforms, self.dim, self.lengths, cache_size)
+
+    @property
+    def event_dim(self):
+        return max(t.event_dim for t in self.transforms)
+
+    @property
+    def length(self) -> int:
+        return sum(self.lengths)
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self):
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @property
+    def codomain(self):
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+    def _pieces(self, x):
+        if not -x.ndim <= self.dim < x.ndim:
+            raise ValueError(f"CatTransform: dim {self.dim} out of range for a tensor with "
+                             f"{x.ndim} dimensions")
+        if x.shape[self.dim] != self.length:
+            raise ValueError(f"CatTransform: size {x.shape[self.dim]} along dim {self.dim} must "
+                             f"equal the lengths' sum {self.length}")
+        starts = [sum(self.lengths[:i]) for i in range(len(self.lengths))]
+        return [x.narrow(self.dim, s, n) for s, n in zip(starts, self.lengths)]
+
+    def _call(self, x):
+        return ops.cat([t(p) for t, p in zip(self.transforms, self._pieces(x))], self.dim)
+
+    def _inverse(self, y):
+        return ops.cat([t.inv(p) for t, p in zip(self.transforms, self._pieces(y))], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        terms = [sum_rightmost(t.log_abs_det_jacobian(a, b), self.event_dim - t.event_dim)
+                 for t, a, b in zip(self.transforms, self._pieces(x), self._pieces(y))]
+        dim = (self.dim - x.ndim if self.dim >= 0 else self.dim) + self.event_dim
+        return ops.cat(terms, dim) if dim < 0 else sum(terms)
+
+
+class StackTransform(Transform):
+    """Transform i applied to slice i along `dim`, stacked back."""
+
+    def __init__(self, tseq, dim: int = 0, cache_size: int = 0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("StackTransform: every element of tseq must be a Transform")
+        super().__init__(cache_size=cache_size)
+        self.transforms = [t.with_cache(cache_size) for t in tseq] if cache_size else list(tseq)
+        self.dim = dim
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else \
+            StackTransform(self.transforms, self.dim, cache_size)
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self):
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @property
+    def codomain(self):
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+    def _slices(self, x):
+        if x.shape[self.dim] != len(self.transforms):
+            raise ValueError(f"StackTransform: size {x.shape[self.dim]} along dim {self.dim} "
+                             f"must equal the number of transforms {len(self.transforms)}")
+        return [select(x, self.dim, i) for i in range(x.shape[self.dim])]
+
+    def _call(self, x):
+        return ops.stack([t(s) for t, s in zip(self.transforms, self._slices(x))], self.dim)
+
+    def _inverse(self, y):
+        return ops.stack([t.inv(s) for t, s in zip(self.transforms, self._slices(y))], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        return ops.stack([t.log_abs_det_jacobian(a, b) for t, a, b in
+                          zip(self.transforms, self._slices(x), self._slices(y))], self.dim)

@@ -74,6 +74,11 @@ def xlogy(x, y: Tensor) -> Tensor:
     return x * ops.where(x == 0, 1.0, y).log()
 
 
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """x[..., index, ...] along `dim` (the dimension dropped)."""
+    return x[(slice(None),) * (dim % x.ndim) + (index,)]
+
+
 def sum_rightmost(value: Tensor, dims: int) -> Tensor:
     """`value` summed over its `dims` rightmost dimensions."""
     if dims == 0:

@@ -27,6 +27,13 @@ TRANSFORMS = [
     ("softplus", lambda d, t: d.SoftplusTransform(), X * 10),
     ("cdf_of_normal", lambda d, t: d.CumulativeDistributionTransform(d.Normal(t(_LOC), 2.0)),
      X),
+    ("cat", lambda d, t: d.CatTransform([d.ExpTransform(), d.AffineTransform(1.0, 3.0),
+                                         d.TanhTransform()], dim=1, lengths=[1, 2, 1]), X),
+    ("cat_event", lambda d, t: d.CatTransform([
+        d.AffineTransform(t(_LOC[:2]), t(_EVENT_SCALE[:2]), event_dim=1), d.ExpTransform()],
+        dim=-1, lengths=[2, 2]), X),
+    ("stack", lambda d, t: d.StackTransform([d.ExpTransform(), d.SigmoidTransform(),
+                                             d.AffineTransform(-1.0, 0.5)], dim=0), X),
     ("compose_event", lambda d, t: d.ComposeTransform([
         d.AffineTransform(t(_LOC), t(_EVENT_SCALE), event_dim=1), d.TanhTransform()]), X),
 ]
