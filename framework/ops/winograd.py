@@ -51,8 +51,8 @@ def winograd_chosen(x, w, stride, dilation, groups, grid) -> bool:
 
 
 def _image_bytes(channels: int, tiles: tuple, itemsize: int) -> int:
-    """Bytes of one image's transformed tiles, the junk row and column included."""
-    return 16 * channels * (tiles[0] + 1) * (tiles[1] + 1) * itemsize
+    """Bytes of one image's transformed tiles, the junk column included."""
+    return 16 * channels * tiles[0] * (tiles[1] + 1) * itemsize
 
 
 def output_tiles(out_size: tuple) -> tuple:
@@ -88,19 +88,17 @@ def _split_parities(xp, x, padding, tiles):
 
 
 def _input_transform(xp, x, padding, tiles):
-    """B^T d B of every 4x4 tile of the zero-padded input, as (16, C, N * (th+1) * (tw+1)).
-    Each stage runs flat over all channels and images: a tile's neighbour is the next element
-    (columns) or the next row (rows), so every add is one long contiguous loop. The extra last
-    tile row and column are junk (they mix neighbouring images) that the output drops."""
+    """B^T d B of every 4x4 tile of the zero-padded input, as (16, C, N * th * (tw+1)).
+    The row pairs take whole (th, tw+1) blocks; the column pairs run flat over all channels and
+    images, a tile's neighbour being the next element, so each add is one long contiguous loop.
+    The extra last tile column is junk (it mixes neighbouring rows) that the output drops."""
     th, tw = tiles
     split = _split_parities(xp, x, padding, tiles)
-    size = split[0, 0].size
-    flat = split.reshape(2, 2, size)
-    rows = xp.empty((4, 2, size), dtype=x.dtype)
-    step = tw + 1
-    _tile_transform(xp, flat[0, :, :-step], flat[1, :, :-step], flat[0, :, step:],
-                    flat[1, :, step:], rows[:, :, :-step])
-    rows[:, :, -step:] = 0
+    rows = xp.empty((4, 2) + split.shape[2:4] + (th, tw + 1), dtype=x.dtype)
+    _tile_transform(xp, split[0, :, :, :, :th], split[1, :, :, :, :th], split[0, :, :, :, 1:],
+                    split[1, :, :, :, 1:], rows)
+    size = rows[0, 0].size
+    rows = rows.reshape(4, 2, size)
     v = xp.empty((4, 4, size), dtype=x.dtype)
     _tile_transform(xp, rows[:, 0, :-1], rows[:, 1, :-1], rows[:, 0, 1:], rows[:, 1, 1:],
                     v[:, :, :-1].transpose(1, 0, 2))
@@ -138,21 +136,21 @@ def _diff3(xp, a, b, c, out):
 
 
 def _output_transform(xp, m, out, tiles) -> None:
-    """A^T M A of every tile's 4x4 products m (16, Cout, N * (th+1) * (tw+1)) into out
-    (N, Cout, Ho, Wo): the column pairs flat, the row pairs straight into the result."""
+    """A^T M A of every tile's 4x4 products m (16, Cout, N * th * (tw+1)) into out
+    (N, Cout, Ho, Wo). Both stages run flat; the second writes each tile's two columns next to
+    each other, so that the result's rows are whole runs of the copy into `out`."""
     n, cout, ho, wo = out.shape
     th, tw = tiles
     m = m.reshape(4, 4, -1)
-    cols = xp.empty((2, 4, m.shape[-1]), dtype=m.dtype)
+    cols = xp.empty((2, 4, m.shape[-1]), dtype=m.dtype)  # (tile column j, tile row a, ...)
     _sum3(xp, m[:, 0], m[:, 1], m[:, 2], cols[0])
     _diff3(xp, m[:, 1], m[:, 2], m[:, 3], cols[1])
-    cols = cols.reshape(2, 4, cout, n, th + 1, tw + 1).transpose(0, 1, 3, 2, 4, 5)
-    for j in range(2):
-        c0, c1, c2, c3 = (cols[j, a, :, :, :(ho + 1) // 2, :(wo - j + 1) // 2] for a in range(4))
-        _sum3(xp, c0, c1, c2, out[:, :, 0::2, j::2])
-        bottom = out[:, :, 1::2, j::2]
-        last = bottom.shape[2]
-        _diff3(xp, c1[:, :, :last], c2[:, :, :last], c3[:, :, :last], bottom)
+    rows = xp.empty((2, m.shape[-1], 2), dtype=m.dtype)  # (tile row i, ..., tile column j)
+    _sum3(xp, cols[:, 0], cols[:, 1], cols[:, 2], rows[0].T)
+    _diff3(xp, cols[:, 1], cols[:, 2], cols[:, 3], rows[1].T)
+    rows = rows.reshape(2, cout, n, th, 2 * tw + 2).transpose(2, 1, 3, 0, 4)
+    for i in range(2):
+        out[:, :, i::2] = rows[:, :, :(ho - i + 1) // 2, i, :wo]
 
 
 # bytes of transformed input per chunk of images: with its products it stays in a core's L2
