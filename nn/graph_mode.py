@@ -242,7 +242,17 @@ def _compile(module, walk, call, leaves, needs_grad, params, scopes, snapshot):
         diff = [t for t in leaves_out if t.requires_grad]   # stored ones too (attention maps)
         seeds = [trace.tracer.input(t._value.type, f"grad_{i}") for i, t in enumerate(diff)]
         frozen = capture.python.freeze()
-        grads = engine.grad(diff, wrt, seeds, allow_unused=True) if diff else [None] * len(wrt)
+        # parameters' own tensor hooks run when the engine delivers the compiled call's
+        # gradients to them, as in eager mode: not in the traced backward as well
+        hooked = [(p, p._hooks) for p in params if p._hooks]
+        for p, _ in hooked:
+            p._hooks = None
+        try:
+            grads = engine.grad(diff, wrt, seeds, allow_unused=True) if diff else \
+                [None] * len(wrt)
+        finally:
+            for p, hooks in hooked:
+                p._hooks = hooks
         capture.python.check_unchanged(frozen, f"the backward of {name}")
     have = [i for i, g in enumerate(grads) if g is not None]
     trace.graph.outputs = [trace.tracer.value_of(t) for t in leaves_out] + [

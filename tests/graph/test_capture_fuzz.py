@@ -90,6 +90,11 @@ class Program(nn.Module):
             self.lin.register_forward_hook(lambda m, a, out: out * 0.5)
         if "shift_input" in hooks:
             self.lin.register_forward_pre_hook(lambda m, args: (args[0] + 0.25,))
+        self.grad_log = []
+        if "log_grads" in hooks:
+            self.lin.weight.register_hook(lambda g: self.grad_log.append(g.detach()))
+        if "scale_grads" in hooks:
+            self.lin.bias.register_hook(lambda g: g * 0.5)
 
     def forward(self, x):
         h = self.lin(x)   # (so a training program always has a gradient)
@@ -146,8 +151,9 @@ def _run(program: dict, mode: str):
 
 programs = st.fixed_dictionaries({
     "steps": st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=6).map(tuple),
-    "hooks": st.lists(st.sampled_from(["keep_features", "scale_output", "shift_input"]),
-                      max_size=2, unique=True).map(tuple),
+    "hooks": st.lists(st.sampled_from(["keep_features", "scale_output", "shift_input",
+                                       "log_grads", "scale_grads"]),
+                      max_size=3, unique=True).map(tuple),
     "train": st.booleans(),
     "batches": st.lists(st.sampled_from([2, 2, 2, 3]), min_size=2, max_size=4),
     "toggle_at": st.sampled_from([-1, -1, 1, 2]),

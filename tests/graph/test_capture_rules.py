@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -410,3 +411,20 @@ def test_tensor_hooks_on_parameters_log_and_scale_as_in_eager(mode):
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_a_gradient_scaling_hook_on_a_parameter_applies_once_in_graph_mode():
+    def train(mode):
+        flow.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+        model[0].bias.register_hook(lambda g: g * 0.5)
+        for (x,) in _inputs(3, 4, 3):
+            with flow.mode(mode):
+                model(x).square().mean().backward()
+        return [p.grad.numpy() for p in model.parameters()]
+    want = train(flow.EAGER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # compiled, not a fallback
+        got = train(flow.GRAPH)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
