@@ -233,12 +233,13 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
   LAPACK's. `eig`, `eigvals` (no complex dtypes) and the `ldl*` family are missing.
 * **Sparse COO tensors** (`flow.sparse_coo_tensor`) are a `flow.sparse.SparseTensor`, not a
   `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`mm`/`matmul`/`@` with
-  a dense matrix (sparse @ sparse densifies the right operand), `t()`, scaling by a number and
-  `requires_grad` are there; elementwise arithmetic with tensors and the other layouts (CSR,
-  ...) are not. The gradient of a sparse operand is sparse on its own pattern for every product
-  (PyTorch's is sparse for `sparse.mm` only, dense for the others). `coalesce()` and
-  `to_sparse()` read values, so they run eagerly; compiled calls take a sparse argument as its
-  indices and values. SciPy is no dependency: the product is a gather and a segment sum.
+  a dense matrix (sparse @ sparse densifies the right operand), `t()`, scaling by a number,
+  `sparse.softmax`/`log_softmax` and `requires_grad` are there; elementwise arithmetic with
+  tensors and the other layouts (CSR, ...) are not. The gradient of a sparse operand is sparse
+  on its own pattern for every product (PyTorch's is sparse for `sparse.mm` only, dense for the
+  others). `coalesce()` and `to_sparse()` read values, so they run eagerly; compiled calls take
+  a sparse argument as its indices and values. SciPy is no dependency: the product is a gather
+  and a segment sum.
 * **`F.grid_sample`** (bilinear, nearest, bicubic; 3-d without bicubic, as PyTorch) exports as
   ONNX `GridSample` (opset 16; 3-d from opset 20). Its backward differentiates again (PyTorch's
   has no double backward). At a grid point exactly on a pixel centre the bilinear gradient

@@ -9,6 +9,8 @@ import dualflow as flow
 from dualflow import nn
 from dualflow.ops import ShapeError
 
+from .nn.modes import Calls, assert_graph_matches_eager
+
 # (row, col) pairs with a duplicate at (0, 2), so summing duplicates is exercised
 INDICES = np.array([[0, 1, 1, 2, 0, 3], [2, 0, 2, 1, 2, 3]])
 VALUES = np.array([1.0, -2.0, 3.0, 4.0, 0.5, 1.5])
@@ -92,6 +94,52 @@ def _at_pattern(grad, s) -> np.ndarray:
     if grad.is_sparse:
         return grad.coalesce().values().numpy()
     return grad.numpy()[tuple(s.indices().numpy())]
+
+
+SOFTMAX_CASES = [  # (indices, values shape, size, dim); positive dims: PyTorch 2.13's gradient
+    # for a negative dim differs from the same positive one (ours: test_softmax_negative_dim)
+    (INDICES, (6,), SHAPE, 1), (INDICES, (6,), SHAPE, 0),
+    (INDICES, (6, 2), SHAPE + (2,), 0), (INDICES, (6, 2), SHAPE + (2,), 2),
+    (np.array([[0, 1, 1, 0], [2, 0, 2, 2], [1, 1, 0, 0]]), (4,), (2, 3, 2), 1),
+]
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("indices,shape,size,dim", SOFTMAX_CASES)
+def test_softmax_matches_torch(indices, shape, size, dim, log):
+    torch = pytest.importorskip("torch")
+    values = np.random.default_rng(3).uniform(-2, 2, shape)
+    results = []
+    for lib in (flow, torch):
+        v = lib.tensor(values, requires_grad=True)
+        s = lib.sparse_coo_tensor(lib.tensor(indices), v, size)
+        out = (lib.sparse.log_softmax if log else lib.sparse.softmax)(s, dim).coalesce()
+        weights = np.random.default_rng(4).uniform(-1, 1, tuple(out.values().shape))
+        (out.values() * lib.tensor(weights)).sum().backward()
+        results.append((out.indices().numpy(), out.values().detach().numpy(), v.grad.numpy()))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_softmax_negative_dim_and_finite_differences():
+    values = flow.tensor(np.random.default_rng(3).uniform(-2, 2, (6, 2)), requires_grad=True)
+
+    def fn(v, dim):
+        return flow.sparse.softmax(flow.sparse_coo_tensor(flow.tensor(INDICES), v, SHAPE + (2,)),
+                                   dim)._values()
+    np.testing.assert_array_equal(fn(values, -2).detach().numpy(), fn(values, 1).detach().numpy())
+    for dim in (0, 1, 2):
+        assert flow.autograd.gradcheck(lambda v, dim=dim: fn(v, dim), (values,), eps=1e-6,
+                                       atol=1e-7, rtol=1e-6)
+
+
+def test_softmax_compiles():
+    indices = flow.tensor(np.array([[0, 0, 1, 2, 3], [2, 4, 0, 1, 3]]))
+
+    def fn(v):
+        s = flow.sparse_coo_tensor(indices, v, SHAPE, is_coalesced=True)
+        return flow.sparse.log_softmax(s, 1).to_dense()
+    assert_graph_matches_eager(Calls(fn), np.random.default_rng(5).uniform(-1, 1, 5))
 
 
 def test_gradients_match_finite_differences():
