@@ -27,15 +27,20 @@ modes alike.
 from __future__ import annotations
 
 
-# When F(2x2, 3x3) is taken (measured on ResNet-18's 3x3 layers and others, float32, one
-# thread; tests/ops/test_winograd.py's docstring quotes the numbers). Below these it lost to
-# im2col: fixed costs (the filter transform, a Python call per stage and chunk) and the junk
-# tile row and column (a 27% larger GEMM at 16x16 outputs, 56% at 8x8) outweigh the 2.25x
-# fewer multiplies.
-MIN_SIDE = 16          # output rows and columns
-MIN_POSITIONS = 2048   # output positions over the batch: 8 x 16x16, 2 x 32x32
-MIN_CHANNELS = 16      # input channels (the GEMMs' reduction length)
-MAX_IMAGE_BYTES = 2 << 20  # one image's transformed tiles: more spill out of a core's L2 cache
+# When F(2x2, 3x3) is taken: measured against im2col on float32 and float64, one thread
+# (kernel alone, medians of 11 interleaved runs; ratios Winograd / im2col, float32): it wins
+# from ~2048 output positions over the batch (8x64x16x16 0.77, 32x64x8x8 0.71, 2x64x32x32
+# 0.94, 32x256x8x8 0.80) and loses below (8x128x8x8 1.07, 1x64x32x32 1.03, 4x64x16x16 0.93 at
+# the edge), on 4x4 images (128x128x4x4 0.96, 64x512x4x4 1.98: the junk column is half the
+# GEMM), on 16 channels (32x16x16x16 1.18) and on 512 (32x512x8x8 1.25: the filter transform
+# leaves the cache and each chunk's GEMM is a thin one). Fixed costs (the filter transform, a
+# Python call per stage and chunk) need enough tiles to pay for themselves.
+MIN_SIDE = 8           # output rows and columns
+MIN_POSITIONS = 2048   # output positions over the batch
+MIN_CHANNELS = 32      # input and output channels (the GEMMs' sides)
+MAX_CHANNELS = 256
+# one image's transformed tiles: more spill out of a core's L2 cache (1x64x64x64: 1.03)
+MAX_IMAGE_BYTES = 2 << 20
 
 
 def winograd_chosen(x, w, stride, dilation, groups, grid) -> bool:
@@ -45,9 +50,9 @@ def winograd_chosen(x, w, stride, dilation, groups, grid) -> bool:
             tuple(dilation) != (1, 1) or groups != 1 or x.dtype.char not in "fd":
         return False
     n, c = x.shape[:2]
-    th, tw = output_tiles(grid)
     return min(grid) >= MIN_SIDE and n * grid[0] * grid[1] >= MIN_POSITIONS and \
-        c >= MIN_CHANNELS and _image_bytes(c, (th, tw), x.itemsize) <= MAX_IMAGE_BYTES
+        MIN_CHANNELS <= min(w.shape[:2]) and max(w.shape[:2]) <= MAX_CHANNELS and \
+        _image_bytes(c, output_tiles(grid), x.itemsize) <= MAX_IMAGE_BYTES
 
 
 def _image_bytes(channels: int, tiles: tuple, itemsize: int) -> int:

@@ -118,31 +118,39 @@ def calls(monkeypatch):
     return seen
 
 
+def _chosen(x_shape, w_shape, stride=(1, 1), dilation=(1, 1), groups=1, dtype=np.float32):
+    x, w = np.zeros(x_shape, dtype), np.zeros(w_shape, dtype)
+    grid = tuple(conv_module.window_count(n, k, s, (1, 1), d) for n, k, s, d in
+                 zip(x_shape[2:], w_shape[2:], stride, dilation))
+    return winograd.winograd_chosen(x, w, stride, dilation, groups, grid)
+
+
 def test_chosen_only_for_its_case_and_sizes():
-    x = np.zeros((8, 64, 32, 32), np.float32)
-    w = np.zeros((64, 64, 3, 3), np.float32)
-    assert winograd.winograd_chosen(x, w, (1, 1), (1, 1), 1, (32, 32))
-    assert not winograd.winograd_chosen(x, w, (2, 2), (1, 1), 1, (16, 16))
-    assert not winograd.winograd_chosen(x, w, (1, 1), (2, 2), 1, (28, 28))
-    assert not winograd.winograd_chosen(x, w[:, :32], (1, 1), (1, 1), 2, (32, 32))
-    assert not winograd.winograd_chosen(x, w[..., :1, :1], (1, 1), (1, 1), 1, (32, 32))
-    assert not winograd.winograd_chosen(x.astype(np.float16), w.astype(np.float16), (1, 1),
-                                        (1, 1), 1, (32, 32))
-    assert not winograd.winograd_chosen(x[:1], w, (1, 1), (1, 1), 1, (32, 32))  # too few tiles
-    assert not winograd.winograd_chosen(x, w, (1, 1), (1, 1), 1, (8, 8))  # too small images
+    assert _chosen((8, 64, 32, 32), (64, 64, 3, 3))
+    assert _chosen((32, 128, 8, 8), (128, 128, 3, 3), dtype=np.float64)
+    assert not _chosen((8, 64, 32, 32), (64, 64, 3, 3), stride=(2, 2))
+    assert not _chosen((8, 64, 32, 32), (64, 64, 3, 3), dilation=(2, 2))
+    assert not _chosen((8, 64, 32, 32), (64, 32, 3, 3), groups=2)
+    assert not _chosen((8, 64, 32, 32), (64, 64, 1, 1))
+    assert not _chosen((8, 64, 32, 32), (64, 64, 3, 3), dtype=np.float16)
+    assert not _chosen((1, 64, 32, 32), (64, 64, 3, 3))      # too few tiles
+    assert not _chosen((256, 64, 4, 4), (64, 64, 3, 3))      # too small images
+    assert not _chosen((8, 16, 32, 32), (16, 16, 3, 3))      # too few channels
+    assert not _chosen((32, 512, 8, 8), (512, 512, 3, 3))    # too many
+    assert not _chosen((8, 64, 64, 64), (64, 64, 3, 3))      # an image's tiles leave L2
 
 
 @pytest.mark.parametrize("kwargs", [dict(padding=1), dict(padding=0), dict(padding="same"),
                                     dict(padding=2)])
 def test_conv2d_and_gradients_at_a_chosen_size_match_torch(calls, kwargs):
-    """8 x 16x16 outputs over 16 channels: the forward and the input gradient (a stride-1
+    """8 x 16x16 outputs over 32 channels: the forward and the input gradient (a stride-1
     correlation with the flipped kernel) run as Winograd, in float64 (agreement to rounding)."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(3)
     size = 18 if kwargs["padding"] == 0 else 16
-    x = rng.standard_normal((8, 16, size, size))
-    w = rng.standard_normal((16, 16, 3, 3))
-    b = rng.standard_normal(16)
+    x = rng.standard_normal((8, 32, size, size))
+    w = rng.standard_normal((32, 32, 3, 3))
+    b = rng.standard_normal(32)
     results = []
     for lib in (flow, torch):
         xt, wt, bt = (lib.tensor(a).requires_grad_(True) for a in (x, w, b))
@@ -167,11 +175,11 @@ def test_gradients_match_float64_finite_differences(small_threshold, calls):
 def test_float32_training_step_is_bit_identical_in_a_compiled_graph(calls):
     def build():
         flow.manual_seed(11)
-        return nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
-                             nn.Conv2d(16, 16, 3, padding=1), nn.AdaptiveAvgPool2d(1),
-                             nn.Flatten(), nn.Linear(16, 3))
+        return nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(32, 32, 3, padding=1), nn.AdaptiveAvgPool2d(1),
+                             nn.Flatten(), nn.Linear(32, 3))
 
     flow.manual_seed(0)
-    assert_compiled_step_is_bit_identical(build, flow.randn(8, 16, 16, 16),
+    assert_compiled_step_is_bit_identical(build, flow.randn(8, 32, 16, 16),
                                           flow.tensor([0, 2, 1, 1, 0, 2, 1, 0]))
     assert calls
