@@ -98,7 +98,7 @@ class StateCapture:
     one eager call; the walk's guard on them makes the next call compile again if they changed."""
 
     def __init__(self, tracer, modules, attrs: tuple, snapshot: Snapshot, inputs: list,
-                 keep_grad: bool = False):
+                 keep_grad: bool = False, owners: tuple = ()):
         """`inputs`: the traced inputs standing for the caller's tensors, watched for in-place
         changes (`x += 1` in forward changes the caller's x in eager mode). `keep_grad`: tensors
         stored in containers may require grad (`capture_effects.PythonState`)."""
@@ -106,7 +106,7 @@ class StateCapture:
         self.swapped: dict = {}
         self.before = {id(m): (attrs, buffers) for m, attrs, buffers, _ in snapshot.modules}
         self.inputs = [(t, t._value) for t in inputs]
-        self.python = PythonState(modules, keep_grad)
+        self.python = PythonState(modules, keep_grad, owners)
         snapshot.undo.append(self.python.restore)
 
     def swap_in(self, traced_values: list) -> None:
@@ -174,21 +174,38 @@ class StateCapture:
 
 
 def capture_call(trace, call: tuple, leaves: list, modules, attrs: tuple, snapshot,
-                 run: Callable, what: str, keep_grad: bool = False) -> tuple:
+                 run: Callable, what: str, keep_grad: bool = False, owner=None) -> tuple:
     """The capture of one call, shared by nn.Graph and GRAPH-mode module calls (inside `with
     trace`): `call`'s tensors (`leaves`, its flat tensors; its last item the module attributes
     `attrs` hold) become traced inputs, `run(*call[:-1])` runs on them with the modules' Python
     state watched, and the capture rule judges what it did. Returns (traced inputs, output
-    leaves, output tree, side effects, the traced values the side effects write, the capture)."""
+    leaves, output tree, side effects, the traced values the side effects write, the capture).
+    `owner`: the object `run` belongs to (an nn.Graph), whose containers are watched too and
+    whose plain attributes `run` must not set (they would change only at trace time)."""
     traced = trace.inputs(leaves)
     it = iter(traced)
     *arguments, state = map_tensors(call, lambda t: next(it))
-    capture = StateCapture(trace.tracer, modules, attrs, snapshot, traced, keep_grad)
+    owners = () if owner is None else (owner,)
+    capture = StateCapture(trace.tracer, modules, attrs, snapshot, traced, keep_grad, owners)
     capture.swap_in(state)
+    before = [dict(o.__dict__) for o in owners]
     out = run(*arguments)
     out_leaves, tree = flatten(out, what)
     effects, state_leaves = capture.collect()
+    for o, attrs_before in zip(owners, before):
+        _refuse_plain_writes(o, attrs_before)
     return traced, out_leaves, tree, effects, state_leaves, capture
+
+
+def _refuse_plain_writes(owner, before: dict) -> None:
+    for name, v in owner.__dict__.items():
+        if not name.startswith("_") and plain(v) and (
+                name not in before or type(before[name]) is not type(v) or before[name] != v):
+            owner.__dict__.update(before)
+            raise TraceError(
+                f"{type(owner).__name__}.{name} was set while tracing ({before.get(name)!r} -> "
+                f"{v!r}); a compiled call would not repeat that. Keep such state in a module "
+                "(counters there are replayed) or outside the compiled call")
 
 
 def _where(t) -> str:

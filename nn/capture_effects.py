@@ -68,9 +68,10 @@ class Place:
             (self.owner if self.kind == "global" else self.owner.__dict__)[self.name] = value
 
 
-def reachable_places(modules, skip: set) -> list:
+def reachable_places(modules, skip: set, owners: tuple = ()) -> list:
     """Places holding lists, dicts or sets the call can reach, besides the module attributes in
-    `skip` ((id(module), name) of those already swapped for traced inputs)."""
+    `skip` ((id(module), name) of those already swapped for traced inputs); `owners`: more
+    objects whose attributes the call reaches (the nn.Graph itself)."""
     places, seen = [], set()
 
     def add(place: Place) -> None:
@@ -89,7 +90,7 @@ def reachable_places(modules, skip: set) -> list:
                 add(Place("attr", owner, name, f"{type(owner).__name__}.{name}"))
 
     walked: set = set()
-    for m in modules:
+    for m in (*modules, *owners):
         add_attributes(m)
     for m in modules:
         functions = [hook for table in _HOOK_TABLES for hook, _ in m.__dict__[table].values()]
@@ -120,10 +121,11 @@ def reachable_places(modules, skip: set) -> list:
 class PythonState:
     """The watches of one trace (`install`), judged and turned into effects (`collect`)."""
 
-    def __init__(self, modules, keep_grad: bool = False):
+    def __init__(self, modules, keep_grad: bool = False, owners: tuple = ()):
         """`keep_grad`: stored tensors may require grad (GRAPH mode's compiled call returns
-        them as differentiable outputs of its tape node); else they are refused."""
-        self.modules, self.keep_grad = modules, keep_grad
+        them as differentiable outputs of its tape node); else they are refused. `owners`:
+        other objects whose containers the call reaches (`reachable_places`)."""
+        self.modules, self.keep_grad, self.owners = modules, keep_grad, owners
         self.watches: list = []          # (label, Watch, is a traced input, top-level place)
         self.places: list = []           # (Place, watched copy, original value)
 
@@ -135,7 +137,7 @@ class PythonState:
                 if mid == id(m) and watchable(value):
                     self._watch(Place("attr", m, name, f"{type(m).__name__}.{name}"), value,
                                 originals[(mid, name)], True)
-        for place in reachable_places(self.modules, set(swapped)):
+        for place in reachable_places(self.modules, set(swapped), self.owners):
             value = place.get()
             self._watch(place, value, value, False)
         for m in self.modules:

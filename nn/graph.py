@@ -427,7 +427,7 @@ class Graph:
             with trace:
                 _, out_leaves, tree, effects, state_leaves, _ = capture_call(
                     trace, call, leaves, modules, attrs, snapshot, self._step,
-                    f"{type(self).__name__}.build() output")
+                    f"{type(self).__name__}.build() output", owner=self)
                 grad_params = [p for p in params if isinstance(p.grad, TracedTensor)]
                 values = [trace.tracer.value_of(t) for t in
                           out_leaves + state_leaves + [p.grad for p in grad_params]]

@@ -13,6 +13,7 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
+from dualflow.graph import TraceError
 
 from .capture_modes import assert_like_eager, run
 from .capture_modes import inputs as _inputs
@@ -428,3 +429,32 @@ def test_a_gradient_scaling_hook_on_a_parameter_applies_once_in_graph_mode():
         got = train(flow.GRAPH)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+class Collects(nn.Graph):
+    """An nn.Graph that keeps its outputs in a list of its own, and one that counts calls."""
+
+    def __init__(self, model, count: bool = False):
+        super().__init__()
+        self.model, self.count = model, count
+        self.outputs, self.calls = [], 0
+
+    def build(self, x):
+        y = self.model(x)
+        self.outputs.append(y.detach())
+        if self.count:
+            self.calls += 1
+        return y
+
+
+def test_an_nn_graphs_own_list_is_replayed_and_its_counter_refused():
+    flow.manual_seed(0)
+    model = nn.Linear(3, 2).double()
+    graph, inputs = Collects(model), _inputs(4, 2, 3)
+    for (x,) in inputs:
+        graph(x)
+    assert len(graph.outputs) == 4
+    for (x,), y in zip(inputs, graph.outputs):
+        np.testing.assert_array_equal(y.numpy(), model(x).detach().numpy())
+    with pytest.raises(TraceError, match="Collects.calls was set while tracing"):
+        Collects(model, count=True)(*inputs[0])
