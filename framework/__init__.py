@@ -33,8 +33,8 @@ _install_methods(_CREATION_METHODS)  # Tensor(...), new_zeros, new_tensor, ...
 _install_methods(_LEGACY_METHODS)  # type
 _install_methods(_PRINTING_METHODS)  # repr
 _install_methods(sparse.METHODS)  # to_sparse, is_sparse
-_install_methods(linalg.METHODS)  # matrix_power
-globals().update(linalg.EXPORTS)  # matrix_power, chain_matmul
+_install_methods(linalg.METHODS)  # matrix_power, svd, qr, cholesky, pinverse
+globals().update(linalg.EXPORTS)  # the same, and chain_matmul
 globals().update(_OP_EXPORTS)
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ...
 

@@ -255,9 +255,42 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
     return matrices[0] if len(matrices) == 1 else multi_dot(matrices)
 
 
-# torch's top-level spellings of some of the above (dualflow.<name> and Tensor methods)
-EXPORTS = {"matrix_power": matrix_power, "chain_matmul": chain_matmul}
-METHODS = {"matrix_power": matrix_power}
+# ---- torch's top-level (partly deprecated) spellings ---------------------------------------------
+_LEGACY_SVD = namedtuple("svd", ("U", "S", "V"))
+
+
+def cholesky_legacy(input: Tensor, upper: bool = False) -> Tensor:
+    """torch.cholesky (deprecated in PyTorch): `upper` is positional."""
+    return cholesky(input, upper=upper)
+
+
+def svd_legacy(input: Tensor, some: bool = True, compute_uv: bool = True):
+    """torch.svd (deprecated in PyTorch): (U, S, V) with V, not Vh; `some` is
+    full_matrices=False; without compute_uv, U and V are zeros of the full shapes."""
+    if not compute_uv:
+        m, n = input.shape[-2:]
+        batch = tuple(input.shape[:-2])
+        return _LEGACY_SVD(input.new_zeros(batch + (m, m)), svdvals(input),
+                           input.new_zeros(batch + (n, n)))
+    u, s, vh = svd(input, full_matrices=not some)
+    return _LEGACY_SVD(u, s, vh.transpose(-2, -1))
+
+
+def qr_legacy(input: Tensor, some: bool = True):
+    """torch.qr (deprecated in PyTorch): `some` is mode 'reduced', else 'complete'."""
+    return qr(input, "reduced" if some else "complete")
+
+
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """torch.pinverse: pinv with a relative cutoff `rcond`."""
+    return pinv(input, rtol=rcond)
+
+
+# dualflow.<name> and Tensor methods
+EXPORTS = {"matrix_power": matrix_power, "chain_matmul": chain_matmul, "svd": svd_legacy,
+           "qr": qr_legacy, "cholesky": cholesky_legacy, "pinverse": pinverse}
+METHODS = {"matrix_power": matrix_power, "svd": svd_legacy, "qr": qr_legacy,
+           "cholesky": cholesky_legacy, "pinverse": pinverse}
 
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
            "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor",

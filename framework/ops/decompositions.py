@@ -132,11 +132,6 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     return _CHOLESKY_EX(*cholesky_ex_op(A, upper=bool(upper)))
 
 
-def cholesky_legacy(input: Tensor, upper: bool = False) -> Tensor:
-    """torch.cholesky (deprecated in PyTorch): `upper` is positional."""
-    return cholesky(input, upper=upper)
-
-
 # ---- qr ------------------------------------------------------------------------------------------
 def _qr_kernel(xp, a, mode):
     if mode == "r":
@@ -377,32 +372,3 @@ def pinv(A: Tensor, *, atol: float | None = None, rtol: float | None = None,
         rtol = 0.0 if atol is not None and atol > 0 else \
             float(np.finfo(A.dtype.np).eps) * max(A.shape[-2:])
     return pinv_op(A, atol=float(atol or 0.0), rtol=float(rtol), hermitian=bool(hermitian))
-
-
-_LEGACY_SVD = namedtuple("svd", ("U", "S", "V"))
-
-
-def svd_legacy(input: Tensor, some: bool = True, compute_uv: bool = True):
-    """torch.svd (deprecated in PyTorch): (U, S, V) with V, not Vh; `some` is
-    full_matrices=False; without compute_uv, U and V are zeros of the full shapes."""
-    if not compute_uv:
-        m, n = input.shape[-2:]
-        batch = tuple(input.shape[:-2])
-        return _LEGACY_SVD(input.new_zeros(batch + (m, m)), svdvals(input),
-                           input.new_zeros(batch + (n, n)))
-    u, s, vh = svd(input, full_matrices=not some)
-    return _LEGACY_SVD(u, s, mT(vh))
-
-
-def qr_legacy(input: Tensor, some: bool = True):
-    """torch.qr (deprecated in PyTorch): `some` is mode 'reduced', else 'complete'."""
-    return qr(input, "reduced" if some else "complete")
-
-
-def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
-    """torch.pinverse: pinv with a relative cutoff `rcond`."""
-    return pinv(input, rtol=rcond)
-
-
-EXPORTS = {"cholesky": cholesky_legacy, "pinverse": pinverse, "svd": svd_legacy, "qr": qr_legacy}
-METHODS = dict(EXPORTS)
