@@ -30,7 +30,8 @@ _C_TYPES = {"float16": "float16", "float32": "float", "float64": "double", "int8
             "bool": "bool"}
 # functions whose results a host libm and NumPy may round differently (a few ulps)
 _INEXACT = {"exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "erf",
-            "pow", "hypot", "sigmoid", "silu", "gelu", "softplus"}
+            "pow", "hypot", "sigmoid", "silu", "gelu", "softplus",
+            "atan", "asin", "acos", "atanh", "asinh", "acosh"}
 FUSED_OPS = sorted(name for name, op in REGISTRY.items() if op.cuda is not None)
 
 
