@@ -2,8 +2,9 @@
 
 While tracing, every list, dict and set the call can reach — module attributes, the closures and
 bound objects of its forward hooks and its parameters' tensor hooks, and the globals its own
-(non-dualflow) `forward` and hooks name — is swapped for a watched copy (`graph/capture/watched.py`), and int attributes known to
-count calls are traced as `CountedInt`. After the trace each change is, in order of preference:
+(non-dualflow) `forward` and hooks name — is swapped for a watched copy
+(`graph/capture/watched.py`), and int attributes known to count calls are traced as
+`CountedInt`. After the trace each change is, in order of preference:
 
 * **replayed** after every compiled call: stores and appends of tensors or plain values into a
   container the traced code did not otherwise look at (feature hooks, `self.attn_maps.append(a)`,
@@ -12,7 +13,8 @@ count calls are traced as `CountedInt`. After the trace each change is, in order
   value, and the next call compiles again for the new value — once: an attribute that changes on
   every call is refused, not recompiled forever;
 * **refused** (`TraceError`): any other change — a pop, a sort, a store whose value came from the
-  container's own contents, a tensor that requires grad stored in a container.
+  container's own contents, a tensor that requires grad stored in a container (but in GRAPH
+  mode, whose tape node returns it with its gradient: `keep_grad`).
 """
 from __future__ import annotations
 
@@ -157,7 +159,10 @@ class PythonState:
         changed = [(t, saved) for t, saved in frozen if not _same(t, saved)]
         for t, saved in changed:
             t.clear()
-            t.update(saved) if type(t) is not list else t.extend(saved)
+            if type(t) is list:
+                t.extend(saved)
+            else:
+                t.update(saved)
         if changed:
             raise TraceError(
                 f"{what} changed Python state while tracing (a hook storing gradients in a "
@@ -225,10 +230,7 @@ def _refuse_symbols(value, label: str) -> None:
     if getattr(value, "is_symbolic", False):
         raise TraceError(f"{label} was given a size of a dynamic axis while tracing; it is kept "
                          "as a number only when the axis is specialised")
-    if type(value) in (tuple, list):
-        for v in value:
-            _refuse_symbols(v, label)
-    elif type(value) in (set, frozenset):
+    if type(value) in (tuple, list, set, frozenset):
         for v in value:
             _refuse_symbols(v, label)
     elif type(value) is dict:

@@ -91,7 +91,8 @@ def module_call(module, args: tuple, kwargs: dict):
         return entry
 
     try:
-        out = calls.miss(key, (leaves, (module, args, kwargs)), compile, snapshot=lambda: Snapshot(walk.modules),
+        out = calls.miss(key, (leaves, (module, args, kwargs)), compile,
+                         snapshot=lambda: Snapshot(walk.modules),
                          reason=lambda: retrace_reason(
                              calls.newest, key, _KEY_PARTS, [walk],
                              leaf_names(module.forward, structure), module.forward, layout))

@@ -10,10 +10,10 @@ An axis becomes symbolic (a size symbol of `graph/ir/symbolic.py` instead of its
 
 Sizes 0 and 1 stay specialised (as in PyTorch: broadcasting and empty tensors behave differently
 there). A strided argument (a batch-first RNN output, a transposed view) keeps its layout in the
-trace (ops/layout.py); its compiled graphs serve arguments whose strides come in the same order. A graph compiled with symbols is kept under
-the call's key with those axes left out, together with the guards its trace recorded; a later
-call whose sizes satisfy the guards replays it (and its exact key is added to the cache, so the
-next such call is an ordinary hit). A guard that fails compiles again, and the warning says
+trace (ops/layout.py); its compiled graphs serve arguments whose strides come in the same
+order. A graph compiled with symbols is kept under the call's key with those axes left out,
+together with the guards its trace recorded; a later call whose sizes satisfy the guards
+replays it (and its exact key is added to the cache, so the next such call is an ordinary hit). A guard that fails compiles again, and the warning says
 which. An axis whose trace needed a plain int (`range(n)`, `int(n)`) is pinned by its guard and
 stays static from then on, with that reason (`DynamicShapes.static`).
 """

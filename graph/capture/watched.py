@@ -116,9 +116,9 @@ WatchedDict = _watched(
     ("update", "__ior__"))
 WatchedSet = _watched(
     set, "set",
-    _COMMON_READS + ("__or__", "__and__", "__sub__", "issubset", "issuperset", "isdisjoint", "union", "intersection",
-                     "difference", "symmetric_difference", "__le__", "__lt__", "__ge__",
-                     "__gt__", "__xor__"),
+    _COMMON_READS + ("__or__", "__and__", "__sub__", "__xor__", "__le__", "__lt__", "__ge__",
+                     "__gt__", "issubset", "issuperset", "isdisjoint", "union", "intersection",
+                     "difference", "symmetric_difference"),
     ("add", "discard", "remove", "pop", "clear", "update", "__ior__", "__iand__", "__isub__",
      "__ixor__", "difference_update", "intersection_update", "symmetric_difference_update"),
     ("update", "__ior__"))
