@@ -277,11 +277,29 @@ def to_sparse(input: Tensor, sparse_dim: int | None = None) -> SparseTensor:
     return SparseTensor(positions, values, tuple(input.shape), coalesced=True)
 
 
-def sum(input: SparseTensor, dim=None) -> Tensor:  # noqa: A001 - torch.sparse.sum
-    """torch.sparse.sum over all dims (a 0-d tensor) or over `dim` (dense result)."""
+def sum(input: SparseTensor, dim=None, dtype=None):  # noqa: A001 - torch.sparse.sum
+    """torch.sparse.sum: over all dims a 0-d tensor; over every sparse dim a dense tensor (the
+    dense dims left); over some sparse dims a sparse tensor of the others (coalesced, so it
+    reads the indices: eager), dense dims summed in the values."""
+    values = input._values_t if dtype is None else input._values_t.to(dtype)
     if dim is None:
-        return sum_fn(input._values_t)
-    return sum_fn(input.to_dense(), dim)
+        return sum_fn(values)
+    dims = sorted({d % input.ndim for d in ((dim,) if isinstance(dim, int) else dim)})
+    sparse_dims = [d for d in dims if d < input.sparse_dim()]
+    dense_dims = [d - input.sparse_dim() + 1 for d in dims if d >= input.sparse_dim()]
+    if dense_dims:
+        values = sum_fn(values, tuple(dense_dims))
+    if len(sparse_dims) == input.sparse_dim():
+        return sum_fn(values, 0)
+    if not sparse_dims:
+        return SparseTensor(input._indices_t, values,
+                            [n for d, n in enumerate(input.shape) if d not in dims],
+                            input.is_coalesced())
+    kept = [d for d in range(input.sparse_dim()) if d not in sparse_dims]
+    indices = index_select(input._indices_t, 0, as_tensor(np.asarray(kept, np.int64),
+                                                          device=input.device))
+    shape = [n for d, n in enumerate(input.shape) if d not in dims]
+    return SparseTensor(indices, values, shape).coalesce()
 
 
 def _groups(source: SparseTensor, d: int):

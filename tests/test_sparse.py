@@ -121,6 +121,29 @@ def test_softmax_matches_torch(indices, shape, size, dim, log):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dim", [None, 1, 0, (0, 1), 2, (1, 2), (0, 1, 2)])
+def test_sum_matches_torch(dim):
+    torch = pytest.importorskip("torch")
+    values = np.random.default_rng(6).uniform(-1, 1, (6, 2))
+    results = []
+    for lib in (flow, torch):
+        v = lib.tensor(values, requires_grad=True)
+        s = lib.sparse_coo_tensor(lib.tensor(INDICES), v, SHAPE + (2,))
+        out = lib.sparse.sum(s) if dim is None else lib.sparse.sum(s, dim)
+        if out.is_sparse:
+            out = out.coalesce()
+            got = [out.indices().numpy(), out.values().detach().numpy()]
+            out = out.values()
+        else:
+            got = [out.detach().numpy()]
+        weights = np.random.default_rng(7).uniform(-1, 1, tuple(out.shape))
+        (out * lib.tensor(weights)).sum().backward()
+        results.append(got + [v.grad.numpy()])
+    assert len(results[0]) == len(results[1])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_softmax_negative_dim_and_finite_differences():
     values = flow.tensor(np.random.default_rng(3).uniform(-2, 2, (6, 2)), requires_grad=True)
 
