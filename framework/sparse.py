@@ -170,7 +170,8 @@ class SparseTensor:
     def t(self) -> "SparseTensor":
         """The transpose of a 2-d sparse matrix (indices swapped; uncoalesced order)."""
         if self.sparse_dim() != 2 or self.dense_dim():
-            raise ShapeError(f"t: expected a 2-d sparse matrix, got sparse shape {tuple(self.shape)}")
+            raise ShapeError(f"t: expected a 2-d sparse matrix, got sparse shape "
+                             f"{tuple(self.shape)}")
         swapped = index_select(self._indices_t, 0, as_tensor([1, 0], device=self.device))
         return SparseTensor(swapped, self._values_t, self.shape[::-1])
 

@@ -30,7 +30,8 @@ def _sparse(values=VALUES, **kw):
 def test_to_dense_sums_duplicates():
     s = _sparse()
     assert s.is_sparse and not flow.ones(2).is_sparse
-    assert (s.shape, s.dtype, s._nnz(), s.sparse_dim(), s.dense_dim()) == (SHAPE, flow.float64, 6, 2, 0)
+    assert (s.shape, s.dtype, s._nnz(), s.sparse_dim(), s.dense_dim()) == \
+        (SHAPE, flow.float64, 6, 2, 0)
     np.testing.assert_array_equal(s.to_dense().numpy(), _dense_reference(INDICES, VALUES, SHAPE))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .helpers import check_model_matches
+from .helpers import check_model_matches, run
 
 import dualflow as flow  # noqa: E402
 from dualflow import nn  # noqa: E402
@@ -41,6 +41,17 @@ def test_matches_eager_in_onnxruntime(name):
         proto = check_model_matches(Calls(lambda x: nn.functional.interpolate(x, **kwargs)),
                                     (_x(shape),), opset=18)
         assert "Resize" in {n.op_type for n in proto.graph.node}
+
+
+@pytest.mark.parametrize("name", ["bicubic", "nearest-exact-scale", "bilinear-aa"])
+def test_dynamic_batch(name):
+    kwargs, shapes = MODELS[name]
+    model = Calls(lambda x: nn.functional.interpolate(x, **kwargs))
+    proto = to_onnx(model, (_x(shapes[0]),), opset_version=18,
+                    dynamic_axes={"input_0": {0: "batch"}})
+    other = _x((3,) + shapes[0][1:], seed=1)
+    got = run(proto, [other.numpy()])[0]
+    np.testing.assert_allclose(got, model(other).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_antialias_needs_opset_18():
