@@ -27,7 +27,8 @@ from .linalg import _matmul_kernel  # keeps bfloat16, where ml_dtypes' matmul gi
 from .opdef import TensorType, defop, not_exportable
 from .rules import ShapeError
 from .shape import reshape
-from .winograd import winograd_chosen, winograd_conv2d
+from .winograd import (winograd_chosen, winograd_conv2d, winograd_conv2d_weight,
+                       winograd_weight_chosen)
 
 
 def window_count(size: int, kernel: int, stride: int, pads: tuple, dilation: int) -> int:
@@ -138,7 +139,7 @@ def _conv2d_kernel(xp, x, w, stride, padding, dilation, groups):
                  zip(x.shape[2:], (kh, kw), stride, padding, dilation))
     if _depthwise(x, groups, cout) and grid[0] * grid[1] <= SMALL_IMAGE:
         return depthwise_conv2d(xp, x, w, stride, padding, dilation)
-    if winograd_chosen(x, w, stride, dilation, groups, grid):
+    if winograd_chosen(x, (kh, kw), cout, stride, dilation, groups, grid):
         return winograd_conv2d(xp, x, w, padding)
     if _one_gemm(x, groups, grid[0] * grid[1]):
         cols, _ = _columns(xp, x, (kh, kw), stride, padding, dilation, 1, False)
@@ -248,6 +249,8 @@ def _conv2d_weight_kernel(xp, x, g, kernel_size, stride, padding, dilation, grou
     n, cout, ho, wo = g.shape
     if _depthwise(x, groups, cout) and ho * wo <= SMALL_IMAGE:
         return depthwise_conv2d_weight(xp, x, g, tuple(kernel_size), stride, padding, dilation)
+    if winograd_weight_chosen(x, kernel_size, cout, stride, dilation, groups, (ho, wo)):
+        return winograd_conv2d_weight(xp, x, g, padding)
     cols, _ = _columns(xp, x, kernel_size, stride, padding, dilation, groups, False)
     gm = g.reshape(n, groups, cout // groups, ho * wo).transpose(1, 2, 0, 3).reshape(
         groups, cout // groups, n * ho * wo)

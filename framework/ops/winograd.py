@@ -43,16 +43,33 @@ MAX_CHANNELS = 256
 MAX_IMAGE_BYTES = 2 << 20
 
 
-def winograd_chosen(x, w, stride, dilation, groups, grid) -> bool:
-    """Whether conv2d(x, w) with output grid (Ho, Wo) runs as F(2x2, 3x3): a 3x3 kernel at
-    stride 1, dilation 1, one group, float32/float64, at a size where it measured faster."""
-    if tuple(w.shape[2:]) != (3, 3) or tuple(stride) != (1, 1) or \
-            tuple(dilation) != (1, 1) or groups != 1 or x.dtype.char not in "fd":
+def winograd_chosen(x, kernel, channels_out: int, stride, dilation, groups, grid) -> bool:
+    """Whether the convolution of x with a `kernel`-sized filter bank of `channels_out` filters,
+    output grid (Ho, Wo), runs as F(2x2, 3x3) (its forward or its weight gradient): a 3x3
+    kernel at stride 1, dilation 1, one group, float32/float64, at a size where it measured
+    faster."""
+    if tuple(kernel) != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or \
+            groups != 1 or x.dtype.char not in "fd":
         return False
     n, c = x.shape[:2]
     return min(grid) >= MIN_SIDE and n * grid[0] * grid[1] >= MIN_POSITIONS and \
-        MIN_CHANNELS <= min(w.shape[:2]) and max(w.shape[:2]) <= MAX_CHANNELS and \
+        MIN_CHANNELS <= min(c, channels_out) and max(c, channels_out) <= MAX_CHANNELS and \
         _image_bytes(c, output_tiles(grid), x.itemsize) <= MAX_IMAGE_BYTES
+
+
+# The weight gradient's 16 GEMMs reduce over the tiles where im2col's one GEMM reduces over
+# all positions, and its two transforms cost more than im2col's copy: it gained only on larger
+# images (float32, weight gradient / im2col's: 8x64x32x32 0.76, 2x64x32x32 0.93, 8x128x16x16
+# 0.90, 8x64x16x16 1.00-1.07, 32x64x8x8 1.01-1.03, 32x256x8x8 1.08-1.70)
+MIN_SIDE_WEIGHT_GRADIENT = 32
+
+
+def winograd_weight_chosen(x, kernel, channels_out: int, stride, dilation, groups,
+                           grid) -> bool:
+    """Whether conv2d's weight gradient runs as F(2x2, 3x3): the forward's case, on outputs
+    of at least MIN_SIDE_WEIGHT_GRADIENT rows and columns."""
+    return min(grid) >= MIN_SIDE_WEIGHT_GRADIENT and \
+        winograd_chosen(x, kernel, channels_out, stride, dilation, groups, grid)
 
 
 def _image_bytes(channels: int, tiles: tuple, itemsize: int) -> int:
@@ -176,4 +193,66 @@ def winograd_conv2d(xp, x, w, padding):
     for start in range(0, n, step):
         v = _input_transform(xp, x[start:start + step], padding, tiles)
         _output_transform(xp, xp.matmul(u, v), out[start:start + step], tiles)
+    return out
+
+
+def _grad_transform(xp, g, tiles):
+    """A^T's adjoint on every 2x2 tile of the output gradient g (N, Cout, Ho, Wo): A t A^T, as
+    (16, Cout, N * th * (tw+1)) in _input_transform's tile order, zero in the junk column (and
+    past the output's edge) so that those tiles add nothing."""
+    n, cout, ho, wo = g.shape
+    th, tw = tiles
+    split = xp.zeros((2, 2, cout, n, th, tw + 1), dtype=g.dtype)
+    by_channel = g.transpose(1, 0, 2, 3)
+    for i in range(2):
+        for j in range(2):
+            split[i, j, :, :, :(ho - i + 1) // 2, :(wo - j + 1) // 2] = by_channel[:, :, i::2, j::2]
+    rows = xp.empty((4,) + split.shape[1:], dtype=g.dtype)
+    _spread(xp, split[0], split[1], rows)
+    t = xp.empty((4, 4) + split.shape[2:], dtype=g.dtype)
+    _spread(xp, rows[:, 0], rows[:, 1], t.swapaxes(0, 1))
+    return t.reshape(16, cout, -1)
+
+
+def _spread(xp, t0, t1, out) -> None:
+    """A along one axis of 2-tiles: (t0, t0 + t1, t0 - t1, -t1) into out[0..3]."""
+    out[0] = t0
+    xp.add(t0, t1, out=out[1])
+    xp.subtract(t0, t1, out=out[2])
+    xp.negative(t1, out=out[3])
+
+
+def _gather_taps(xp, s, out) -> None:
+    """G^T along axis 0 of s (4, ...) into out (3, ...): s0 + (s1+s2)/2, (s1-s2)/2,
+    (s1+s2)/2 + s3."""
+    middle = xp.multiply(xp.add(s[1], s[2]), 0.5)
+    xp.add(s[0], middle, out=out[0])
+    xp.multiply(xp.subtract(s[1], s[2], out=out[1]), 0.5, out=out[1])
+    xp.add(middle, s[3], out=out[2])
+
+
+def winograd_conv2d_weight(xp, x, g, padding):
+    """conv2d's weight gradient (Cout, C, 3, 3) for input x (N, C, H, W) and output gradient
+    g (N, Cout, Ho, Wo), stride 1, zero padding ((top, bottom), (left, right)): the adjoint of
+    the forward's transforms, G^T [sum over tiles of (A g A^T) * (B^T d B)] G, the tile sum
+    being 16 GEMMs (Cout, tiles) by (tiles, C) accumulated over chunks of images."""
+    n, c = x.shape[:2]
+    cout = g.shape[1]
+    tiles = output_tiles(g.shape[2:])
+    sums = xp.empty((16, cout, c), dtype=x.dtype)
+    part = xp.empty_like(sums)
+    per_image = _image_bytes(c, tiles, x.itemsize) + _image_bytes(cout, tiles, x.itemsize)
+    step = max(1, CHUNK_BYTES // per_image)
+    for start in range(0, n, step):
+        v = _input_transform(xp, x[start:start + step], padding, tiles)
+        t = _grad_transform(xp, g[start:start + step], tiles)
+        into = sums if start == 0 else part
+        for k in range(16):  # 2-D products: BLAS reads v's transpose in place
+            xp.dot(t[k], v[k].T, out=into[k])
+        if start:
+            sums += part
+    rows = xp.empty((3, 4, cout, c), dtype=x.dtype)
+    _gather_taps(xp, sums.reshape(4, 4, cout, c), rows)
+    out = xp.empty((cout, c, 3, 3), dtype=x.dtype)
+    _gather_taps(xp, rows.transpose(1, 0, 2, 3), out.transpose(3, 2, 0, 1))
     return out

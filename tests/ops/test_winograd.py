@@ -1,11 +1,13 @@
-"""Winograd F(2x2, 3x3) (ops/winograd.py), the path of stride-1 3x3 convolutions and of their
-input gradients at the sizes where it measured faster than im2col.
+"""Winograd F(2x2, 3x3) (ops/winograd.py), the path of stride-1 3x3 convolutions, of their
+input gradients and (on larger images) of their weight gradients at the sizes where it measured
+faster than im2col.
 
-The kernel against a float64 direct convolution across paddings (none, 'same', asymmetric,
-past the kernel's reach), odd sizes, channels and batch; float32 results within the rounding
-bound of the transforms (derived below from their coefficients and the reduction length); the
-public conv2d at a size that takes the path, values and both gradients against PyTorch and the
-gradients against float64 finite differences; eager and nn.Graph bit for bit.
+The forward and weight-gradient kernels against a float64 direct computation across paddings
+(none, asymmetric, past the kernel's reach), odd sizes, channels, batch and chunks of images;
+float32 results within the rounding bound of the transforms (derived below from their
+coefficients and the reduction length); the public conv2d at sizes that take the paths, values
+and both gradients against PyTorch, and the gradients against float64 finite differences; eager
+and nn.Graph bit for bit.
 """
 from __future__ import annotations
 
@@ -53,6 +55,34 @@ def _winograd_magnitude(x, w, padding):
     return y.reshape(n, w.shape[0], 2 * th, 2 * tw)[:, :, :hp - 2, :wp - 2]
 
 
+def _weight_gradient(x, g, padding):
+    """conv2d's weight gradient in float64 by its definition: input windows times gradient."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + tuple(padding))
+    ho, wo = g.shape[2:]
+    out = np.empty((g.shape[1], x.shape[1], 3, 3))
+    for i in range(3):
+        for j in range(3):
+            out[:, :, i, j] = np.einsum("nchw,nkhw->kc", x[:, :, i:i + ho, j:j + wo], g)
+    return out
+
+
+def _weight_gradient_magnitude(x, g, padding):
+    """|G^T| [sum over tiles of (|A| |t| |A^T|) * (|B^T| |d| |B|)] |G| in float64, t the
+    output gradient's 2x2 tiles: each term is rounded at most P + 9 times, P tiles (input and
+    gradient transforms 2 each, product 1, tile sum P - 1, inverse filter transform 4)."""
+    x = np.pad(np.abs(x.astype(np.float64)), ((0, 0), (0, 0)) + tuple(padding))
+    n, k, ho, wo = g.shape
+    th, tw = (ho + 1) // 2, (wo + 1) // 2
+    x = np.pad(x, ((0, 0), (0, 0), (0, 2 * th + 2 - x.shape[2]), (0, 2 * tw + 2 - x.shape[3])))
+    tiles = np.lib.stride_tricks.sliding_window_view(x, (4, 4), axis=(2, 3))[:, :, ::2, ::2]
+    v = np.einsum("ai,nctsij,bj->nctsab", np.abs(B_T), tiles, np.abs(B_T))
+    t = np.pad(np.abs(g.astype(np.float64)), ((0, 0), (0, 0), (0, 2 * th - ho), (0, 2 * tw - wo)))
+    t = t.reshape(n, k, th, 2, tw, 2)
+    t = np.einsum("ia,nktisj,jb->nktsab", np.abs(A_T), t, np.abs(A_T))
+    s = np.einsum("nktsab,nctsab->kcab", t, v)
+    return np.einsum("ai,kcab,bj->kcij", np.abs(G), s, np.abs(G))
+
+
 def _rounding_bound(x, w, padding):
     """gamma(C + 10) * magnitude in x's precision, gamma(n) = n u / (1 - n u)."""
     n, u = x.shape[1] + 10, np.finfo(x.dtype).eps / 2
@@ -81,6 +111,36 @@ def test_kernel_matches_a_float64_direct_convolution(x_shape, cout, padding):
     assert np.all(np.abs(got - want) <= _rounding_bound(x, w, padding))
 
 
+@pytest.mark.parametrize("x_shape, cout, padding", KERNEL_CASES)
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 1])
+def test_weight_gradient_kernel_matches_a_float64_reference(monkeypatch, x_shape, cout, padding,
+                                                            chunk_bytes):
+    """One chunk, and one image per chunk (the tile sums accumulated over chunks)."""
+    monkeypatch.setattr(winograd, "CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(sum(x_shape) + 1)
+    x = rng.standard_normal(x_shape)
+    grid = (x_shape[2] + sum(padding[0]) - 2, x_shape[3] + sum(padding[1]) - 2)
+    g = rng.standard_normal((x_shape[0], cout) + grid)
+    got = winograd.winograd_conv2d_weight(np, x, g, padding)
+    assert got.shape == (cout, x_shape[1], 3, 3) and got.dtype == np.float64
+    tiles = x_shape[0] * ((grid[0] + 1) // 2) * ((grid[1] + 1) // 2 + 1)
+    n, u = tiles + 9, np.finfo(np.float64).eps / 2
+    bound = n * u / (1 - n * u) * _weight_gradient_magnitude(x, g, padding)
+    assert np.all(np.abs(got - _weight_gradient(x, g, padding)) <= bound)
+
+
+def test_float32_weight_gradient_stays_within_the_rounding_bound():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 16, 13, 12)).astype(np.float32)
+    g = rng.standard_normal((4, 8, 13, 12)).astype(np.float32)
+    padding = ((1, 1), (1, 1))
+    got = winograd.winograd_conv2d_weight(np, x, g, padding)
+    assert got.dtype == np.float32
+    n, u = 4 * 7 * 7 + 9, np.finfo(np.float32).eps / 2
+    bound = n * u / (1 - n * u) * _weight_gradient_magnitude(x, g, padding)
+    assert np.all(np.abs(got - _weight_gradient(x, g, padding)) <= bound)
+
+
 @pytest.mark.parametrize("channels", [3, 64, 256])
 def test_float32_error_stays_within_the_transforms_rounding_bound(channels):
     """|winograd - exact| <= gamma(C + 10) * magnitude (see _winograd_magnitude), u = 2^-24; the
@@ -102,19 +162,21 @@ def test_float32_error_stays_within_the_transforms_rounding_bound(channels):
 @pytest.fixture
 def small_threshold(monkeypatch):
     """The path taken at test sizes: the measured thresholds lowered to nothing."""
-    for name, value in (("MIN_SIDE", 1), ("MIN_POSITIONS", 1), ("MIN_CHANNELS", 1)):
+    for name, value in (("MIN_SIDE", 1), ("MIN_POSITIONS", 1), ("MIN_CHANNELS", 1),
+                        ("MIN_SIDE_WEIGHT_GRADIENT", 1)):
         monkeypatch.setattr(winograd, name, value)
 
 
 @pytest.fixture
 def calls(monkeypatch):
-    """How often conv2d's kernel ran the Winograd kernel."""
+    """The Winograd kernels the convolution kernels ran: "forward" (also the input gradient's
+    correlation) and "weight"."""
     seen = []
-
-    def watched(*args):
-        seen.append(args[1].shape)
-        return winograd.winograd_conv2d(*args)
-    monkeypatch.setattr(conv_module, "winograd_conv2d", watched)
+    for name, label in (("winograd_conv2d", "forward"), ("winograd_conv2d_weight", "weight")):
+        def watched(*args, real=getattr(winograd, name), label=label):
+            seen.append(label)
+            return real(*args)
+        monkeypatch.setattr(conv_module, name, watched)
     return seen
 
 
@@ -122,7 +184,7 @@ def _chosen(x_shape, w_shape, stride=(1, 1), dilation=(1, 1), groups=1, dtype=np
     x, w = np.zeros(x_shape, dtype), np.zeros(w_shape, dtype)
     grid = tuple(conv_module.window_count(n, k, s, (1, 1), d) for n, k, s, d in
                  zip(x_shape[2:], w_shape[2:], stride, dilation))
-    return winograd.winograd_chosen(x, w, stride, dilation, groups, grid)
+    return winograd.winograd_chosen(x, w.shape[2:], w.shape[0], stride, dilation, groups, grid)
 
 
 def test_chosen_only_for_its_case_and_sizes():
@@ -138,6 +200,9 @@ def test_chosen_only_for_its_case_and_sizes():
     assert not _chosen((8, 16, 32, 32), (16, 16, 3, 3))      # too few channels
     assert not _chosen((32, 512, 8, 8), (512, 512, 3, 3))    # too many
     assert not _chosen((8, 64, 64, 64), (64, 64, 3, 3))      # an image's tiles leave L2
+    x = np.zeros((2, 64, 32, 32), np.float32)
+    assert winograd.winograd_weight_chosen(x, (3, 3), 64, (1, 1), (1, 1), 1, (32, 32))
+    assert not winograd.winograd_weight_chosen(x, (3, 3), 64, (1, 1), (1, 1), 1, (16, 16))
 
 
 @pytest.mark.parametrize("kwargs", [dict(padding=1), dict(padding=0), dict(padding="same"),
@@ -160,7 +225,24 @@ def test_conv2d_and_gradients_at_a_chosen_size_match_torch(calls, kwargs):
     for name, ours, theirs in zip(("output", "input grad", "weight grad", "bias grad"),
                                   *results):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10, err_msg=name)
-    assert len(calls) == 2
+    assert calls == ["forward", "forward"]
+
+
+def test_weight_gradient_at_a_chosen_size_matches_torch(calls):
+    """32x32 outputs: the forward and both gradients run as Winograd (float64)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 32, 32, 32))
+    w = rng.standard_normal((32, 32, 3, 3))
+    g = rng.standard_normal((2, 32, 32, 32))
+    results = []
+    for lib in (flow, torch):
+        xt, wt = lib.tensor(x).requires_grad_(True), lib.tensor(w).requires_grad_(True)
+        lib.nn.functional.conv2d(xt, wt, padding=1).backward(lib.tensor(g))
+        results.append([xt.grad.numpy(), wt.grad.numpy()])
+    for name, ours, theirs in zip(("input grad", "weight grad"), *results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10, err_msg=name)
+    assert sorted(calls) == ["forward", "forward", "weight"]
 
 
 def test_gradients_match_float64_finite_differences(small_threshold, calls):
@@ -169,7 +251,7 @@ def test_gradients_match_float64_finite_differences(small_threshold, calls):
     w = flow.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
     assert flow.autograd.gradcheck(lambda a, b: F.conv2d(a, b, padding=(1, 0)), (x, w),
                                    eps=1e-6, atol=1e-7, rtol=1e-5)
-    assert calls  # forward and input gradient both ran as Winograd
+    assert set(calls) == {"forward", "weight"}
 
 
 def test_float32_training_step_is_bit_identical_in_a_compiled_graph(calls):
