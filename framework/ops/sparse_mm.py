@@ -25,7 +25,9 @@ def _segment_sum_rows(xp, rows, products, n_rows: int):
         return out
     if xp is np:
         if bool((rows[1:] < rows[:-1]).any()):
-            order = np.argsort(rows, kind="stable")
+            # a stable sort of 16-bit keys is NumPy's radix sort: ~15x faster than of int64
+            key = rows.astype(np.uint16) if n_rows <= 1 << 16 else rows
+            order = np.argsort(key, kind="stable")
             rows, products = rows[order], products[order]
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
         out[rows[starts]] = np.add.reduceat(products, starts, axis=0)
