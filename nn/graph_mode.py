@@ -140,7 +140,7 @@ class Walk:
     new buffer, a new hook or `model.temperature = 0.5` compiles anew instead of replaying a
     stale graph."""
     __slots__ = ("version", "modules", "params", "flags", "grad_params", "attrs", "guards", "key",
-                 "training")
+                 "training", "hooks")
 
     def __init__(self, module):
         self.version = tree_version[0]
@@ -153,12 +153,12 @@ class Walk:
         self.attrs = state_attrs(self.modules)
         self.guards = guard_values(self.modules)
         buffers = [b for m in self.modules for b in m._buffers.values()]
-        hooks = tuple((i, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
-                      for i, m in enumerate(self.modules) if m._forward_pre_hooks or
-                      m._forward_hooks)   # a hook added or removed after a call compiles anew
+        self.hooks = tuple((i, tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
+                           for i, m in enumerate(self.modules) if m._forward_pre_hooks or
+                           m._forward_hooks)   # a hook added or removed: compiles anew
         self.key = WalkKey(tuple(map(id, self.modules)) + tuple(map(id, self.params)) + tuple(
             map(id, buffers)) + tuple((id(m), name) for m, name in self.attrs) + self.guards +
-            tuple(self.flags) + hooks)
+            tuple(self.flags) + self.hooks)
 
     def changes_since(self, old: "Walk") -> list:
         """The plain module attributes whose values differ from `old`'s walk of the same tree,
@@ -167,6 +167,9 @@ class Walk:
         out = [f"{type(self.modules[i]).__name__}.{name}: "
                f"{before.get((id(self.modules[i]), name))!r} -> {v!r}"
                for i, name, v in self.guards if before.get((id(self.modules[i]), name), v) != v]
+        if self.hooks != old.hooks and len(self.modules) == len(old.modules):
+            out += _hook_changes(self.modules, dict((i, h) for i, *h in old.hooks),
+                                 dict((i, h) for i, *h in self.hooks))
         if len(self.params) == len(old.params) and self.flags == old.flags and \
                 all(a is b for a, b in zip(self.params, old.params)):
             return out
@@ -189,6 +192,17 @@ class Walk:
         or unfrozen (`requires_grad` is a plain flag, so it is compared on every call)."""
         return self.version == tree_version[0] and \
             [p.requires_grad for p in self.params] == self.flags
+
+
+def _hook_changes(modules: list, old: dict, new: dict) -> list:
+    """`Linear forward hooks: 0 -> 1` for each module whose hook tables changed."""
+    out = []
+    for i in sorted(set(old) | set(new)):
+        for kind, k in (("forward pre-hooks", 0), ("forward hooks", 1)):
+            a, b = old.get(i, ((), ()))[k], new.get(i, ((), ()))[k]
+            if a != b:
+                out.append(f"{type(modules[i]).__name__} {kind}: {len(a)} -> {len(b)}")
+    return out
 
 
 class WalkKey:

@@ -146,3 +146,20 @@ def test_a_gradient_scaling_hook_on_a_parameter_applies_once_in_graph_mode():
         got = train(flow.GRAPH)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_a_hook_added_after_compiling_compiles_again_and_says_so():
+    flow.manual_seed(0)
+    model, (x,) = nn.Sequential(nn.Linear(3, 3), nn.ReLU()).double(), _inputs(1, 2, 3)[0]
+    with flow.mode(flow.GRAPH):
+        plain = model(x).detach().numpy()
+        handle = model[0].register_forward_hook(lambda m, args, out: out * 2.0)
+        doubled = model(x).detach().numpy()
+        handle.remove()
+        again = model(x).detach().numpy()
+    with flow.mode(flow.EAGER):
+        np.testing.assert_array_equal(again, model(x).detach().numpy())
+    np.testing.assert_array_equal(again, plain)
+    assert not np.array_equal(doubled, plain)
+    log = flow.graph.explain_retrace(model)
+    assert len(log) == 2 and log[1].reasons == ("Linear forward hooks: 0 -> 1",)
