@@ -90,17 +90,21 @@ class Program(nn.Module):
             self.lin.register_forward_hook(lambda m, a, out: out * 0.5)
         if "shift_input" in hooks:
             self.lin.register_forward_pre_hook(lambda m, args: (args[0] + 0.25,))
+        # gradient hooks on a layer used once per call: the eager engine runs a leaf's hooks
+        # once per gradient contribution, where PyTorch (and a compiled call, whose backward
+        # hands over one sum) runs them once on the sum
+        self.head = nn.Linear(3, 3).double()
         self.grad_log = []
         if "log_grads" in hooks:
-            self.lin.weight.register_hook(lambda g: self.grad_log.append(g.detach()))
+            self.head.weight.register_hook(lambda g: self.grad_log.append(g.detach()))
         if "scale_grads" in hooks:
-            self.lin.bias.register_hook(lambda g: g * 0.5)
+            self.head.bias.register_hook(lambda g: g * 0.5)
 
     def forward(self, x):
         h = self.lin(x)   # (so a training program always has a gradient)
         for name in self.steps:
             h = STEPS[name](self, h)
-        return h
+        return self.head(h)
 
 
 def _run(program: dict, mode: str):
