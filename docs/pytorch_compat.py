@@ -184,6 +184,11 @@ Errors, random numbers and numerics (`tests/ops/test_shape_error_types.py`,
   in a different order: results differ by a few ulp times the reduction length, more after many
   training steps. Which OpenBLAS kernel runs (AVX2 or AVX-512, `OPENBLAS_CORETYPE`) changes the
   last bits too.
+* **Stride-1 3x3 convolutions** with enough tiles (about 2048 output positions over the batch,
+  images of 8x8 and more, 32-256 channels) run as Winograd F(2x2, 3x3), their input gradients
+  too, their weight gradients on 32x32 and larger outputs (`framework/ops/winograd.py`): float32
+  results carry up to ~2x a direct sum's rounding error, and a non-finite input gives NaN where a
+  direct sum gives an infinity.
 * **Threads.** `flow.set_num_threads(n)` / `flow.get_num_threads()` set and read the BLAS's
   threads (and any OpenMP runtime's) for the whole process; there is no inter-op thread pool, so
   `set_num_interop_threads` is missing. Elementwise kernels run on one thread.
@@ -273,8 +278,7 @@ Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_
 Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
 * **`flow.distributions`** has PyTorch's families except LKJCholesky, Wishart and the
-  ExponentialFamily base (its Bregman-divergence KL fallback too), and its transforms except
-  CorrCholeskyTransform; constraints, `biject_to`/`transform_to` and
+  ExponentialFamily base (its Bregman-divergence KL fallback too), and all its transforms; constraints, `biject_to`/`transform_to` and
   `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
   nn.Graph draw the same numbers from the same seed.

@@ -7,7 +7,8 @@ from __future__ import annotations
 from numbers import Number
 
 from . import constraints
-from .structured_transforms import (IndependentTransform, LowerCholeskyTransform,
+from .structured_transforms import (CorrCholeskyTransform, IndependentTransform,
+                                    LowerCholeskyTransform,
                                     PositiveDefiniteTransform, StickBreakingTransform)
 from .transform_base import ComposeTransform, identity_transform
 from .transforms import AffineTransform, ExpTransform, SigmoidTransform, SoftmaxTransform
@@ -92,6 +93,8 @@ for _registry in (biject_to, transform_to):
     _registry.register(constraints.half_open_interval, _interval)
     _registry.register(constraints.independent, _independent(_registry))
 biject_to.register(constraints.simplex, lambda c: StickBreakingTransform())
+biject_to.register(constraints.corr_cholesky, lambda c: CorrCholeskyTransform())
+transform_to.register(constraints.corr_cholesky, lambda c: CorrCholeskyTransform())
 transform_to.register(constraints.simplex, lambda c: SoftmaxTransform())
 transform_to.register(constraints.lower_cholesky, lambda c: LowerCholeskyTransform())
 transform_to.register(constraints.positive_definite, lambda c: PositiveDefiniteTransform())

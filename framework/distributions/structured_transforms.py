@@ -1,10 +1,13 @@
 """Transforms of whole vectors and matrices: independence over batch dimensions, reshaping,
-stick-breaking onto the simplex, and maps onto Cholesky factors and positive-definite matrices
-(PyTorch's IndependentTransform, ReshapeTransform, StickBreakingTransform,
-LowerCholeskyTransform, PositiveDefiniteTransform)."""
+stick-breaking onto the simplex, maps onto Cholesky factors (of covariance and of correlation
+matrices) and positive-definite matrices, and transforms applied piecewise (PyTorch's
+IndependentTransform, ReshapeTransform, StickBreakingTransform, LowerCholeskyTransform,
+CorrCholeskyTransform, PositiveDefiniteTransform, CatTransform, StackTransform)."""
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from .. import creation, linalg, ops
 from . import constraints
@@ -301,3 +304,80 @@ class StackTransform(Transform):
     def log_abs_det_jacobian(self, x, y):
         return ops.stack([t.log_abs_det_jacobian(a, b) for t, a, b in
                           zip(self.transforms, self._slices(x), self._slices(y))], self.dim)
+
+
+def _strict_lower_positions(n: int, below: int = 1) -> np.ndarray:
+    """Flat (row-major) positions of the entries at least `below` under the diagonal of an
+    n x n matrix, in row-major order."""
+    rows, cols = np.tril_indices(n, -below)
+    return rows * n + cols
+
+
+def _tril_to_vec(matrix, below: int = 1):
+    n = matrix.shape[-1]
+    flat = matrix.reshape(tuple(matrix.shape[:-2]) + (n * n,))
+    return flat[..., _strict_lower_positions(n, below)]
+
+
+def _vec_to_strict_tril(vec, n: int):
+    """The n x n matrix with `vec` below the diagonal (row-major) and zeros elsewhere."""
+    index = np.zeros(n * n, dtype=np.int64)          # position 0 of the padded vector is a 0
+    index[_strict_lower_positions(n)] = np.arange(1, vec.shape[-1] + 1)
+    zero = creation.zeros(*vec.shape[:-1], 1, dtype=vec.dtype, device=vec.device)
+    padded = ops.cat([zero, vec], -1)
+    return padded[..., index].reshape(tuple(vec.shape[:-1]) + (n, n))
+
+
+def _matrix_size(count: int) -> int:
+    n = round((0.25 + 2 * count) ** 0.5 + 0.5)
+    if n * (n - 1) // 2 != count:
+        raise ValueError("Input is not a flattend lower-diagonal number")
+    return n
+
+
+class CorrCholeskyTransform(Transform):
+    """Unconstrained vectors of length n(n-1)/2 onto Cholesky factors of n x n correlation
+    matrices: tanh to (-1, 1), then stick-breaking of each row's squared length."""
+    domain, codomain, bijective = constraints.real_vector, constraints.corr_cholesky, True
+
+    def __eq__(self, other):
+        return isinstance(other, CorrCholeskyTransform)
+
+    def __hash__(self):
+        return hash(CorrCholeskyTransform)
+
+    def _call(self, x):
+        eps = eps_of(x.dtype)
+        r = _vec_to_strict_tril(x.tanh().clamp(min=-1 + eps, max=1 - eps),
+                                _matrix_size(x.shape[-1]))
+        left = (1 - r * r).sqrt().cumprod(-1)           # what each row has left after column j
+        ones = creation.ones(*r.shape[:-1], 1, dtype=r.dtype, device=r.device)
+        eye = creation.eye(r.shape[-1], dtype=r.dtype, device=r.device)
+        return (r + eye) * ops.cat([ones, left[..., :-1]], -1)
+
+    def _inverse(self, y):
+        left = 1 - (y * y).cumsum(-1)
+        ones = creation.ones(*y.shape[:-1], 1, dtype=y.dtype, device=y.device)
+        shifted = ops.cat([ones, left[..., :-1]], -1)
+        t = _tril_to_vec(y) / _tril_to_vec(shifted).sqrt()
+        return 0.5 * (t.log1p() - (-t).log1p())          # atanh
+
+    def log_abs_det_jacobian(self, x, y):
+        left = 1 - (y * y).cumsum(-1)
+        stick_breaking = 0.5 * _tril_to_vec(left, below=2).log().sum(-1)
+        tanh = -2 * (x + ops.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking + tanh
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        n = _matrix_size(shape[-1])
+        return tuple(shape[:-1]) + (n, n)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        n = shape[-1]
+        return tuple(shape[:-2]) + (n * (n - 1) // 2,)

@@ -9,13 +9,15 @@ from numbers import Number
 from .. import creation, ops
 from ..tensor import Tensor
 from . import constraints
-from .structured_transforms import (CatTransform, IndependentTransform, LowerCholeskyTransform,
+from .structured_transforms import (CatTransform, CorrCholeskyTransform, IndependentTransform,
+                                    LowerCholeskyTransform,
                                     PositiveDefiniteTransform, ReshapeTransform, StackTransform,
                                     StickBreakingTransform)
 from .transform_base import ComposeTransform, Transform, _InverseTransform, identity_transform
 from .utils import broadcast_shape, eps_of, sum_rightmost, tiny_of
 
 __all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "StackTransform",
+           "CorrCholeskyTransform",
            "CumulativeDistributionTransform", "ExpTransform", "SoftplusTransform",
            "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
            "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",

@@ -26,6 +26,7 @@ CONSTRAINTS = [
     ("real_vector", lambda c, t: c.real_vector, (3, 4)),
     ("independent_positive", lambda c, t: c.independent(c.positive, 2), (3, 4)),
     ("simplex", lambda c, t: c.simplex, (3, 4)),
+    ("corr_cholesky", lambda c, t: c.corr_cholesky, (2, 6)),
 ]
 
 

@@ -34,6 +34,7 @@ TRANSFORMS = [
         dim=-1, lengths=[2, 2]), X),
     ("stack", lambda d, t: d.StackTransform([d.ExpTransform(), d.SigmoidTransform(),
                                              d.AffineTransform(-1.0, 0.5)], dim=0), X),
+    ("corr_cholesky", lambda d, t: d.CorrCholeskyTransform(), real(3, 6)),
     ("compose_event", lambda d, t: d.ComposeTransform([
         d.AffineTransform(t(_LOC), t(_EVENT_SCALE), event_dim=1), d.TanhTransform()]), X),
 ]
@@ -62,9 +63,10 @@ def test_transform_matches_pytorch(name, make, x):
     assert ours.domain.event_dim == theirs.domain.event_dim
     assert ours.codomain.event_dim == theirs.codomain.event_dim
     assert ours.bijective == theirs.bijective
-    shape = (5, 3, 4)
-    assert tuple(ours.forward_shape(shape)) == tuple(theirs.forward_shape(shape))
-    assert tuple(ours.inverse_shape(shape)) == tuple(theirs.inverse_shape(shape))
+    shape = (5,) + x.shape
+    forward = tuple(theirs.forward_shape(shape))
+    assert tuple(ours.forward_shape(shape)) == forward
+    assert tuple(ours.inverse_shape(forward)) == tuple(theirs.inverse_shape(forward))
 
 
 def test_round_trips_and_signs():
