@@ -8,9 +8,10 @@ convolution multiplies first and overlap-adds the columns back (col2im, one vect
 kernel tap). Shapes pick faster layouts: on images of at most 16 positions a one-group
 convolution runs one GEMM over the whole batch instead of one per sample, a 1x1 transposed
 convolution is its product alone, a one-group stride-1 transposed convolution runs as conv2d with
-the flipped kernel, and depthwise convolutions of small images run channels last
-(ops/conv_channels_last.py). The three ops are each other's gradients, so double backward comes
-for free:
+the flipped kernel, depthwise convolutions of small images run channels last
+(ops/conv_channels_last.py), and stride-1 3x3 convolutions with enough tiles run as Winograd
+F(2x2, 3x3) (ops/winograd.py; their weight gradients on 32x32 and larger outputs). The three
+ops are each other's gradients, so double backward comes for free:
 
     conv2d(x, w)           dx = conv_transpose2d(g, w)   dw = conv2d_weight(x, g)
     conv_transpose2d(x, w) dx = conv2d(g, w)             dw = conv2d_weight(g, x)
