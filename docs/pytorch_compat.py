@@ -239,8 +239,9 @@ Linear algebra, sparse tensors and vision layers (`tests/ops/test_linalg_solve.p
 * **Sparse COO tensors** (`flow.sparse_coo_tensor`) are a `flow.sparse.SparseTensor`, not a
   `Tensor`: indices, values, `to_dense`, `coalesce`, `sparse.mm`/`spmm`/`mm`/`matmul`/`@` with
   a dense matrix (sparse @ sparse densifies the right operand), `t()`, scaling by a number,
-  `sparse.softmax`/`log_softmax` and `requires_grad` are there; elementwise arithmetic with
-  tensors and the other layouts (CSR, ...) are not. The gradient of a sparse operand is sparse
+  `sparse.softmax`/`log_softmax`, sparse + sparse, sparse * dense (or sparse, keeping the
+  positions both hold) and `requires_grad` are there; dense + sparse and the other layouts
+  (CSR, ...) are not. The gradient of a sparse operand is sparse
   on its own pattern for every product (PyTorch's is sparse for `sparse.mm` only, dense for the
   others). `coalesce()` and `to_sparse()` read values, so they run eagerly; compiled calls take
   a sparse argument as its indices and values. SciPy is no dependency: the product is a gather
@@ -277,8 +278,8 @@ Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_
 
 Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
-* **`flow.distributions`** has PyTorch's families except LKJCholesky, Wishart and the
-  ExponentialFamily base (its Bregman-divergence KL fallback too), and all its transforms; constraints, `biject_to`/`transform_to` and
+* **`flow.distributions`** has PyTorch's families except Wishart and the ExponentialFamily
+  base (its Bregman-divergence KL fallback too), and all its transforms; constraints, `biject_to`/`transform_to` and
   `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
   nn.Graph draw the same numbers from the same seed.
@@ -293,6 +294,9 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
   own concentrations (PyTorch's name an inner Dirichlet). Multinomial's entropy takes
   lgamma(n + 1) in the parameters' dtype (PyTorch in float32, ~1e-7 off in float64). KL between
   a ContinuousBernoulli and a Uniform covering [0, 1] exactly is finite here (PyTorch: inf).
+  LKJCholesky draws row i's length from Beta(i/2, ...) as the onion method does; PyTorch's
+  Beta((i-1)/2 + 1/2, ...) skews every correlation past the first row (variance 0.24 for 0.20
+  at concentration 1, dimension 4), so draws differ in distribution there; log_prob agrees.
 * **Special functions** `lgamma`, `digamma`, `polygamma`, `erfinv`, `igamma(c)`, `poisson`,
   `binomial` are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
   accurate to ~1e-9 in float64 (ours ~1e-14), VonMises' log I0 ~1e-7 (ours: i0e's series),

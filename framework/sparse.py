@@ -21,7 +21,7 @@ from .ops.arith import div, mul, sub
 from .ops.normalization import log_softmax as _dense_log_softmax, softmax as _dense_softmax
 from .ops.unary import exp, log as log_fn
 from .ops.gather import check_index, gather, index_select
-from .ops.join import stack
+from .ops.join import cat, stack
 from .ops.reduce import sum_fn
 from .ops.rules import ShapeError
 from .ops.scatter_reduce import index_add
@@ -182,14 +182,35 @@ class SparseTensor:
     def mm(self, other):
         return mm(self, other)
 
-    def __mul__(self, scalar) -> "SparseTensor":
-        if isinstance(scalar, (Tensor, SparseTensor)):
-            raise TypeError("sparse * tensor: only a number scales a sparse tensor here; use "
-                            "to_dense() for elementwise products")
-        return SparseTensor(self._indices_t, mul(self._values_t, scalar), self.shape,
+    def __mul__(self, other) -> "SparseTensor":
+        """A number scales the values; a dense tensor (broadcast to the shape) multiplies each
+        nonzero by its entry; a sparse one keeps the positions both have (coalesced: eager)."""
+        if isinstance(other, SparseTensor):
+            return _intersect_product(self, other)
+        if isinstance(other, Tensor):
+            full = other.expand(tuple(self.shape)) if tuple(other.shape) != tuple(self.shape) \
+                else other
+            rows = reshape(full, (-1,) + tuple(self.shape[self.sparse_dim():]))
+            return SparseTensor(self._indices_t,
+                                mul(self._values_t, index_select(rows, 0, self._flat_positions())),
+                                self.shape, self._coalesced)
+        return SparseTensor(self._indices_t, mul(self._values_t, other), self.shape,
                             self._coalesced)
 
     __rmul__ = __mul__
+
+    def __add__(self, other) -> "SparseTensor":
+        """sparse + sparse: both sets of nonzeros (uncoalesced), as PyTorch; sparse + dense is
+        refused as in PyTorch (dense + sparse.to_dense() is the dense sum)."""
+        if not isinstance(other, SparseTensor) or tuple(other.shape) != tuple(self.shape):
+            raise TypeError(f"add(sparse, {type(other).__name__}) is not supported: add two "
+                            f"sparse tensors of one shape ({tuple(self.shape)}), or add "
+                            f"to_dense() to a dense tensor")
+        return SparseTensor(cat([self._indices_t, other._indices_t], 1),
+                            cat([self._values_t, other._values_t.to(self.dtype)], 0), self.shape)
+
+    def __sub__(self, other) -> "SparseTensor":
+        return self + (-other if isinstance(other, SparseTensor) else other)
 
     def __neg__(self) -> "SparseTensor":
         return self * -1
@@ -197,6 +218,19 @@ class SparseTensor:
     def __repr__(self) -> str:
         return (f"tensor(indices={self._indices_t!r},\n       values={self._values_t!r},\n"
                 f"       size={tuple(self.shape)}, nnz={self._nnz()}, layout=sparse_coo)")
+
+
+def _intersect_product(a: SparseTensor, b: SparseTensor) -> SparseTensor:
+    """The elementwise product of two sparse tensors: the positions both hold."""
+    if tuple(a.shape) != tuple(b.shape):
+        raise ShapeError(f"sparse * sparse: shapes {tuple(a.shape)} and {tuple(b.shape)} differ")
+    a, b = a.coalesce(), b.coalesce()
+    where_a, where_b = a._flat_positions().numpy(), b._flat_positions().numpy()
+    _, in_a, in_b = np.intersect1d(where_a, where_b, assume_unique=True, return_indices=True)
+    take_a, take_b = (as_tensor(i.astype(np.int64), device=a.device) for i in (in_a, in_b))
+    return SparseTensor(index_select(a._indices_t, 1, take_a),
+                        mul(index_select(a._values_t, 0, take_a),
+                            index_select(b._values_t, 0, take_b)), a.shape, coalesced=True)
 
 
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,

@@ -145,6 +145,35 @@ def test_sum_matches_torch(dim):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("op", ["sparse+sparse", "sparse-sparse", "sparse*dense",
+                                "sparse*broadcast", "sparse*sparse", "2*sparse"])
+def test_arithmetic_matches_torch(op):
+    torch = pytest.importorskip("torch")
+    other_indices = np.array([[0, 3, 2, 1], [2, 3, 0, 0]])
+    results = []
+    for lib in (flow, torch):
+        v = lib.tensor(VALUES, requires_grad=True)
+        w = lib.tensor(np.arange(4.0) + 1, requires_grad=True)
+        s = lib.sparse_coo_tensor(lib.tensor(INDICES), v, SHAPE)
+        t = lib.sparse_coo_tensor(lib.tensor(other_indices), w, SHAPE)
+        dense = lib.tensor(np.arange(20.0).reshape(SHAPE))
+        out = {"sparse+sparse": lambda: s + t, "sparse-sparse": lambda: s - t,
+               "sparse*dense": lambda: s * dense, "sparse*broadcast": lambda: s * dense[0],
+               "sparse*sparse": lambda: s * t, "2*sparse": lambda: 2 * s}[op]()
+        assert out.is_sparse
+        # compared densely: PyTorch's sparse * sparse may keep a position only one operand has
+        # (with value 0), ours keeps the positions both have
+        dense_out = out.to_dense()
+        weights = lib.tensor(np.linspace(-1, 1, dense_out.numel()).reshape(SHAPE))
+        (dense_out * weights).sum().backward()
+        results.append([dense_out.detach().numpy(), v.grad.numpy(),
+                        np.zeros(4) if w.grad is None else w.grad.numpy()])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(TypeError, match=r"add\(sparse, Tensor\) is not supported"):
+        _sparse() + flow.ones(*SHAPE, dtype=flow.float64)
+
+
 def test_softmax_negative_dim_and_finite_differences():
     values = flow.tensor(np.random.default_rng(3).uniform(-2, 2, (6, 2)), requires_grad=True)
 
