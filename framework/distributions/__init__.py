@@ -16,6 +16,7 @@ from .generalized_pareto import GeneralizedPareto
 from .independent import Independent
 from . import kl_cross  # noqa: F401  (registers the closed forms between families)
 from .kl import kl_divergence, register_kl
+from .lkj_cholesky import LKJCholesky
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .mixture import MixtureSameFamily
 from .multivariate_normal import MultivariateNormal
@@ -42,7 +43,7 @@ __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "
            "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
            "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy",
            "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy",
-           "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
+           "LKJCholesky", "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
            "LowRankMultivariateNormal", "LowerCholeskyTransform", "MixtureSameFamily",
            "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
            "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PositiveDefiniteTransform",

@@ -239,6 +239,9 @@ CASES = [
          # PyTorch's log I0 and I1 are fitted polynomials (~1e-7 relative; ours: the series, see
          # test_von_mises_against_scipy)
          rtol=1e-6, grad_rtol=1e-5),
+    Case("lkj_cholesky", lambda d, c: d.LKJCholesky(4, c), {"c": np.array([0.5, 2.5])},
+         flow.distributions.CorrCholeskyTransform()(flow.tensor(real(3, 2, 6))).numpy(),
+         methods=("log_prob",)),
 ]
 
 
