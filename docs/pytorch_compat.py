@@ -278,8 +278,8 @@ Mixed precision (`tests/test_amp.py`, `tests/test_bfloat16.py`, `tests/ops/test_
 
 Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
 
-* **`flow.distributions`** has PyTorch's families except Wishart and the ExponentialFamily
-  base (its Bregman-divergence KL fallback too), and all its transforms; constraints, `biject_to`/`transform_to` and
+* **`flow.distributions`** has all of PyTorch's families and transforms but the
+  ExponentialFamily base (and its Bregman-divergence KL fallback); constraints, `biject_to`/`transform_to` and
   `kl_divergence`/`register_kl` with PyTorch's closed forms (within and across families). Draws come from
   dualflow's generator, so they differ from PyTorch's for one seed, but eager mode, GRAPH mode and
   nn.Graph draw the same numbers from the same seed.
@@ -297,6 +297,8 @@ Distributions (`tests/distributions/`, `tests/ops/test_special.py`):
   LKJCholesky draws row i's length from Beta(i/2, ...) as the onion method does; PyTorch's
   Beta((i-1)/2 + 1/2, ...) skews every correlation past the first row (variance 0.24 for 0.20
   at concentration 1, dimension 4), so draws differ in distribution there; log_prob agrees.
+  Wishart.rsample has no `max_try_correction` redraw of singular samples (they can occur only
+  for ndim - 1 < df < ndim, which warns at construction as in PyTorch).
 * **Special functions** `lgamma`, `digamma`, `polygamma`, `erfinv`, `igamma(c)`, `poisson`,
   `binomial` are computed without SciPy in float64 and rounded once; PyTorch's trigamma is
   accurate to ~1e-9 in float64 (ours ~1e-14), VonMises' log I0 ~1e-7 (ours: i0e's series),

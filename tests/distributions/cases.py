@@ -242,6 +242,15 @@ CASES = [
     Case("lkj_cholesky", lambda d, c: d.LKJCholesky(4, c), {"c": np.array([0.5, 2.5])},
          flow.distributions.CorrCholeskyTransform()(flow.tensor(real(3, 2, 6))).numpy(),
          methods=("log_prob",)),
+    Case("wishart_covariance", lambda d, df, cov: d.Wishart(df, covariance_matrix=cov),
+         {"df": np.array([4.5, 7.0]), "cov": spd(3)}, spd(3, 4, 2),
+         methods=("log_prob", "entropy", "mean", "variance", "mode"), rtol=1e-11,
+         grad_rtol=1e-8),
+    Case("wishart_scale_tril", lambda d, df, tril: d.Wishart(df, scale_tril=tril),
+         {"df": np.array(5.0), "tril": np.tril(real(2, 3, 3)) + 2 * np.eye(3)}, spd(3, 2),
+         methods=("log_prob", "entropy", "mean", "variance"), rtol=1e-11, grad_rtol=1e-8,
+         # PyTorch's cholesky_solve sends gradient to the upper triangle, which it never reads
+         value_only=("log_prob",)),
 ]
 
 

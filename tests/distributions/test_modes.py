@@ -56,7 +56,10 @@ class Scores(nn.Module):
                  D.LowRankMultivariateNormal(mu, logits[:, :2].unsqueeze(-1).exp(),
                                              mu.exp()).log_prob(z),
                  D.kl_divergence(D.Gamma(mu.exp(), 1.0), D.Normal(mu, 2.0)).sum(-1),
-                 D.VonMises(mu, logits[:, :2].exp()).log_prob(z).sum(-1)]
+                 D.VonMises(mu, logits[:, :2].exp()).log_prob(z).sum(-1),
+                 D.LKJCholesky(2, mu.exp()[:, 0]).log_prob(flow.eye(2, dtype=flow.float64)),
+                 D.Wishart(mu.exp()[:, 0] + 3, covariance_matrix=flow.eye(2, dtype=flow.float64))
+                 .entropy()]
         total = terms[0]
         for t in terms[1:]:
             total = total + t
@@ -88,6 +91,9 @@ class Draws(nn.Module):
                 + D.InverseGamma(mu.exp(), 2.0).rsample()
                 + D.FisherSnedecor(mu.exp(), 5.0).rsample()
                 + D.NegativeBinomial(3.0, logits=mu).sample() + D.VonMises(mu, 2.0).sample()
+                + D.LKJCholesky(2, mu.exp()[:, 0]).sample().sum(-1)
+                + D.Wishart(mu.exp()[:, 0] + 3, scale_tril=flow.eye(2, dtype=flow.float64))
+                .rsample().sum(-1)
                 + D.LowRankMultivariateNormal(mu, mu.unsqueeze(-1), mu.exp()).rsample())
 
 

@@ -328,3 +328,15 @@ def test_lkj_correlations_have_the_marginal_variance(eta):
         r = corr[:, i, j].astype(np.float64)
         assert abs(r.mean()) < SE * np.sqrt(var / N)
         assert abs(r.var() - var) < SE * np.sqrt((fourth - var ** 2) / N)
+
+
+def test_wishart_draws_have_the_mean_and_variance():
+    """Entrywise sample means within 6 standard errors (sqrt(variance / N)) of df * Σ, and every
+    draw symmetric positive-definite."""
+    flow.manual_seed(19)
+    cov = np.array([[2.0, 0.5, -0.3], [0.5, 1.0, 0.2], [-0.3, 0.2, 0.7]])
+    dist = D.Wishart(flow.tensor(6.0, dtype=flow.float64), covariance_matrix=flow.tensor(cov))
+    draws, mean, var = _dist_moments(dist, (8000,))
+    np.testing.assert_allclose(draws, np.swapaxes(draws, -1, -2), rtol=1e-12, atol=1e-12)
+    assert np.all(np.linalg.eigvalsh(draws) > 0)
+    np.testing.assert_array_less(np.abs(draws.mean(0) - mean), SE * np.sqrt(var / 8000))
