@@ -17,7 +17,8 @@ from dualflow.ops.attention import scaled_dot_product_attention
 from dualflow.ops.blocks import fold, pixel_shuffle, pixel_unshuffle, unfold
 from dualflow.ops.compare import clamp_min_fn, ge, where
 from dualflow.ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
-from dualflow.ops.distance import cosine_embedding_loss, pairwise_distance, triplet_margin_loss
+from dualflow.ops.distance import (cosine_embedding_loss, pairwise_distance, triplet_margin_loss,
+                                   triplet_margin_with_distance_loss)
 from dualflow.ops.dropout import dropout, dropout1d, dropout2d, dropout3d
 from dualflow.ops.gather import embedding, one_hot
 from dualflow.ops.grid_sample import affine_grid, grid_sample
@@ -121,5 +122,5 @@ __all__ = [
     # losses
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy", "huber_loss",
     "kl_div", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss", "triplet_margin_loss",
-    "cosine_embedding_loss",
+    "triplet_margin_with_distance_loss", "cosine_embedding_loss",
 ]

@@ -1,5 +1,5 @@
 """Distances, as in PyTorch: cdist, pairwise_distance, and the losses built on them
-(triplet_margin_loss, cosine_embedding_loss).
+(triplet_margin_loss, triplet_margin_with_distance_loss, cosine_embedding_loss).
 
 A composite over the (..., P, R, M) differences, so it gets gradients, graph tracing and ONNX
 export from its parts. It computes every difference directly (PyTorch may use a matrix product
@@ -75,15 +75,32 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise distance; `swap` uses the closer
     of d(a, n) and d(p, n) as the negative distance."""
     reduction = _reduction("triplet_margin_loss", reduction, size_average, reduce)
-    shapes = {tuple(anchor.shape), tuple(positive.shape), tuple(negative.shape)}
-    if len({len(s) for s in shapes}) != 1:
-        raise ShapeError(f"triplet_margin_loss: anchor, positive and negative must have the same "
-                         f"number of dims, got shapes {tuple(anchor.shape)}, "
-                         f"{tuple(positive.shape)} and {tuple(negative.shape)}")
-    to_positive = pairwise_distance(anchor, positive, p, eps)
-    to_negative = pairwise_distance(anchor, negative, p, eps)
+    return _triplet("triplet_margin_loss", anchor, positive, negative,
+                    lambda x, y: pairwise_distance(x, y, p, eps), margin, swap, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function=None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """The triplet loss with any distance (pairwise_distance by default); margin must be
+    positive, as in PyTorch."""
+    reduction = _reduction("triplet_margin_with_distance_loss", reduction)
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: margin must be greater than 0, "
+                         f"got {margin}")
+    return _triplet("triplet_margin_with_distance_loss", anchor, positive, negative,
+                    distance_function or pairwise_distance, margin, swap, reduction)
+
+
+def _triplet(op: str, anchor, positive, negative, distance, margin, swap: bool, reduction):
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise ShapeError(f"{op}: anchor, positive and negative must have the same number of "
+                         f"dims, got shapes {tuple(anchor.shape)}, {tuple(positive.shape)} and "
+                         f"{tuple(negative.shape)}")
+    to_positive = distance(anchor, positive)
+    to_negative = distance(anchor, negative)
     if swap:
-        to_negative = minimum(to_negative, pairwise_distance(positive, negative, p, eps))
+        to_negative = minimum(to_negative, distance(positive, negative))
     return _reduce(clamp_min_fn(add(sub(to_positive, to_negative), margin), 0.0), reduction)
 
 
@@ -113,4 +130,5 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
 
 EXPORTS = {"cdist": cdist, "pairwise_distance": pairwise_distance,
            "triplet_margin_loss": triplet_margin_loss,
+           "triplet_margin_with_distance_loss": triplet_margin_with_distance_loss,
            "cosine_embedding_loss": cosine_embedding_loss}

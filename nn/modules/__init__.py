@@ -13,7 +13,8 @@ from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
 from .linear import Bilinear, Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, HuberLoss,
-                   KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss, TripletMarginLoss)
+                   KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss, TripletMarginLoss,
+                   TripletMarginWithDistanceLoss)
 from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d,
                             InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm)
 from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d,

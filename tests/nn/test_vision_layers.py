@@ -42,6 +42,12 @@ CASES = {  # name: (fn(lib, *tensors), NumPy inputs)
         [rnd(6, 5), rnd(6, 5, seed=1), rnd(6, 5, seed=2)]),
     "triplet_margin_sum": (lambda lib, a, p, n: lib.nn.TripletMarginLoss(reduction="sum", p=3)(
         a, p, n), [rnd(6, 5), rnd(6, 5, seed=1), rnd(6, 5, seed=2)]),
+    "triplet_with_distance_default": (lambda lib, a, p, n: lib.nn.TripletMarginWithDistanceLoss(
+        margin=0.5, swap=True)(a, p, n), [rnd(6, 5), rnd(6, 5, seed=1), rnd(6, 5, seed=2)]),
+    "triplet_with_distance_cosine": (lambda lib, a, p, n: lib.nn.functional.
+                                     triplet_margin_with_distance_loss(
+        a, p, n, distance_function=lambda x, y: 1.0 - lib.nn.functional.cosine_similarity(x, y),
+        reduction="none"), [rnd(6, 5), rnd(6, 5, seed=1), rnd(6, 5, seed=2)]),
     "cosine_embedding": (lambda lib, a, b, y: lib.nn.CosineEmbeddingLoss(margin=0.2)(a, b, y),
                          [rnd(5, 4), rnd(5, 4, seed=1), _labels(1, -1, 1, -1, -1)]),
     "cosine_embedding_none": (lambda lib, a, b, y: lib.nn.functional.cosine_embedding_loss(
@@ -141,6 +147,10 @@ def test_errors_name_the_function_and_shapes():
         F.grid_sample(flow.zeros(1, 1, 2, 2), flow.zeros(1, 1, 2), align_corners=False)
     with pytest.raises(ShapeError, match=r"affine_grid: expected theta of shape \(N, 2, 3\)"):
         F.affine_grid(flow.zeros(2, 3, 3), (2, 1, 4, 4), align_corners=False)
+    with pytest.raises(ValueError, match="margin must be greater than 0"):
+        F.triplet_margin_with_distance_loss(flow.ones(2), flow.ones(2), flow.ones(2), margin=0)
+    with pytest.raises(ShapeError, match="triplet_margin_loss: anchor, positive and negative"):
+        F.triplet_margin_loss(flow.ones(2, 3), flow.ones(3), flow.ones(2, 3))
     with pytest.raises(ShapeError, match="cosine_embedding_loss: expected inputs"):
         F.cosine_embedding_loss(flow.zeros(3, 2), flow.zeros(3, 2), flow.zeros(2))
     with pytest.warns(UserWarning, match="align_corners"):
