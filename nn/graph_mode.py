@@ -398,6 +398,7 @@ class JointEntry:
             for i, o in enumerate(outs):  # record() marks float outputs; keep only differentiable
                 if i not in self.diff_positions:
                     o.requires_grad, o.grad_fn = False, None
-        if self.effects:   # (stored tensors are outputs of the node too: they differentiate)
-            self.effects.apply(leaves, outs[n_user:])
+        if self.effects is None:
+            return unflatten(self.tree, outs)
+        self.effects.apply(leaves, outs[n_user:])   # (stored tensors differentiate too)
         return unflatten(self.tree, outs[:n_user])
