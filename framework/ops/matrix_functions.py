@@ -17,6 +17,7 @@ from ..tensor import Tensor
 from .join import cat
 from .linalg import matmul
 from .opdef import defop, not_exportable
+from .precision import widened
 from .rules import ShapeError
 from .shape import narrow
 from .structure import tril
@@ -62,7 +63,8 @@ def _matrix_exp_vjp(g, out, a):
     return (narrow(narrow(matrix_exp(block), -2, 0, n), -1, n, n),)
 
 
-matrix_exp = defop("matrix_exp", _matrix_exp_kernel, _matrix_exp_rule, _matrix_exp_vjp,
+# float16/bfloat16 run in float32 (xp.linalg has no half precision) and round back once
+matrix_exp = defop("matrix_exp", widened(_matrix_exp_kernel), _matrix_exp_rule, _matrix_exp_vjp,
                    onnx=not_exportable("ONNX has no matrix exponential operator"))
 
 
