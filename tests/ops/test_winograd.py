@@ -20,6 +20,7 @@ from dualflow.nn import functional as F
 from dualflow.ops import conv as conv_module
 from dualflow.ops import winograd
 
+from ..nn.modes import assert_graph_matches_eager
 from .compiled_step import assert_compiled_step_is_bit_identical
 
 B_T = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
@@ -262,6 +263,13 @@ def test_float32_training_step_is_bit_identical_in_a_compiled_graph(calls):
                              nn.Flatten(), nn.Linear(32, 3))
 
     flow.manual_seed(0)
-    assert_compiled_step_is_bit_identical(build, flow.randn(8, 32, 16, 16),
-                                          flow.tensor([0, 2, 1, 1, 0, 2, 1, 0]))
-    assert calls
+    assert_compiled_step_is_bit_identical(build, flow.randn(2, 32, 32, 32), flow.tensor([0, 2]))
+    assert set(calls) == {"forward", "weight"}  # 32x32: all three kernels
+
+
+def test_graph_mode_gives_eager_output_and_input_gradient_bit_for_bit(calls):
+    flow.manual_seed(12)
+    conv = nn.Conv2d(32, 32, 3, padding=1)
+    x = np.random.default_rng(12).standard_normal((2, 32, 32, 32)).astype(np.float32)
+    assert_graph_matches_eager(conv, x)
+    assert {"forward", "weight"} <= set(calls)
