@@ -23,7 +23,7 @@ from dualflow.device import CPU
 from dualflow.ops import core as core_ops
 from dualflow.ops.dispatch import state
 from dualflow.ops.opdef import TensorType
-from dualflow.tensor import Tensor
+from dualflow.tensor import HOOKED_LEAVES, Tensor
 from dualflow.utils.heap import keep_freed_heap
 
 from . import anomaly, post_accumulate
@@ -327,11 +327,29 @@ def run_backward(roots, root_grads, retain_graph: bool, create_graph: bool,
         _walk_state.retain_graph = prev_retain
 
 
-def _deliver_leaf(leaf: Tensor, grad: Tensor, capture, accumulate, create_graph,
-                  owned: bool = False) -> None:
+def _summed_leaves(roots: list) -> dict | None:
+    """id(leaf) -> [edges into it still to come, sum so far] for the leaves with tensor hooks
+    this walk reaches (their hooks run once, on the sum); None when no leaf has hooks."""
+    if not HOOKED_LEAVES:
+        return None
+    counts = post_accumulate.pending(roots, {id(t) for t in HOOKED_LEAVES})
+    return None if counts is None else {k: [n, None] for k, (n, _) in counts.items()}
+
+
+def _deliver_leaf(leaf: Tensor, grad, capture, accumulate, create_graph,
+                  owned: bool = False, summed: dict | None = None) -> None:
     """`owned`: the gradient is a new tensor nothing else refers to (the VJP's `fresh_grads`, or
     `_sole_holders`), so a first gradient is adopted as `.grad` rather than copied, unless the
-    leaf's hooks saw it (they may keep it)."""
+    leaf's hooks saw it (they may keep it). A leaf in `summed` collects its contributions (None:
+    an edge that brought none) and is delivered once, after the last."""
+    entry = summed.get(id(leaf)) if summed is not None else None
+    if entry is not None:
+        entry[0] -= 1
+        if grad is not None:
+            entry[1] = grad if entry[1] is None else entry[1] + grad
+        if entry[0] > 0 or entry[1] is None:
+            return
+        grad, owned = entry[1], False
     grad = _run_hooks(leaf, grad)
     if capture is not None and id(leaf) in capture:
         prev = capture[id(leaf)]
@@ -360,10 +378,11 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
     adopt = accumulate and not create_graph and not state.interpreters
     ready_roots = []
     hooked = post_accumulate.pending(roots) if accumulate else None
+    summed = _summed_leaves(roots)
     for t, g in zip(roots, root_grads):
         if t.grad_fn is None:
             if t.requires_grad:
-                _deliver_leaf(t, g, capture, accumulate, create_graph)
+                _deliver_leaf(t, g, capture, accumulate, create_graph, summed=summed)
                 if hooked is not None:
                     post_accumulate.edge_done(hooked, t, True)
             continue
@@ -384,8 +403,11 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             for e in node.edges:
                 if isinstance(e, Node):
                     _release_dependency(e, deps, queue)
-                elif hooked is not None and e is not None:
-                    post_accumulate.edge_done(hooked, e, False)
+                elif e is not None:
+                    if summed is not None and id(e) in summed:
+                        _deliver_leaf(e, None, capture, accumulate, create_graph, summed=summed)
+                    if hooked is not None:
+                        post_accumulate.edge_done(hooked, e, False)
             continue
         for i, o in enumerate([r() for r in node.out_refs]):
             if grads[i] is None or o is None:
@@ -420,8 +442,12 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
             if g is None:  # (an input that needs no gradient has no edge: its gradient is None)
                 if isinstance(edge, Node):
                     _release_dependency(edge, deps, queue)
-                elif hooked is not None and edge is not None:
-                    post_accumulate.edge_done(hooked, edge, False)
+                elif edge is not None:
+                    if summed is not None and id(edge) in summed:
+                        _deliver_leaf(edge, None, capture, accumulate, create_graph,
+                                      summed=summed)
+                    if hooked is not None:
+                        post_accumulate.edge_done(hooked, edge, False)
                 continue
             if isinstance(edge, Node):
                 buf = buffers.get(edge)
@@ -432,7 +458,7 @@ def _walk(roots, root_grads, retain_graph, create_graph, capture, accumulate):
                 _release_dependency(edge, deps, queue)
             else:
                 _deliver_leaf(edge, g, capture, accumulate, create_graph,
-                              fresh or sole is not None and sole[i])
+                              fresh or sole is not None and sole[i], summed)
                 if hooked is not None:
                     post_accumulate.edge_done(hooked, edge, True)
 

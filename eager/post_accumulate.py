@@ -38,16 +38,18 @@ def register(leaf: Tensor, hook: Callable[[Tensor], None]) -> _Handle:
     return _Handle(key, hooks, hook)
 
 
-def pending(roots: list) -> dict | None:
+def pending(roots: list, hooked=None) -> dict | None:
     """For one backward walk from the tensors `roots`: id(leaf) -> [edges into it still to come,
-    whether one delivered a gradient], for the hooked leaves it reaches; None when no leaf has
-    hooks (the usual case: no cost)."""
-    if not _hooks:
+    whether one delivered a gradient], for the hooked leaves it reaches (`hooked`: ids of
+    leaves to count, default those with post-accumulate hooks); None when none has hooks (the
+    usual case: no cost)."""
+    hooked = _hooks if hooked is None else hooked
+    if not hooked:
         return None
     counts: dict = {}
 
     def count(leaf) -> None:
-        if id(leaf) in _hooks:
+        if id(leaf) in hooked:
             counts.setdefault(id(leaf), [0, False])[0] += 1
     nodes = {t.grad_fn for t in roots if t.grad_fn is not None}
     for leaf in roots:

@@ -5,6 +5,8 @@ so an op's public function and its method are defined once, next to the op.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import dtype as dt
@@ -12,6 +14,9 @@ from .device import CPU, Device, device_of, to_device_array
 from .size import Size
 
 _BY_NP = dt._BY_NP
+#: leaves with tensor hooks: a backward walk sums each one's contributions before its hooks
+#: run (eager/engine.py), as PyTorch's AccumulateGrad does; empty, the walk does no counting
+HOOKED_LEAVES: "weakref.WeakSet" = weakref.WeakSet()
 _new = object.__new__
 _tuple_new = tuple.__new__   # a Size from a shape, whose entries are ints already
 # The graph tracer's check, `check(tensor, what)`: a tensor's value read in Python while a
@@ -206,6 +211,8 @@ class Tensor:
             self._hooks = []
         self._hooks.append(hook)
         hooks = self._hooks
+        if self.grad_fn is None:   # a leaf's hooks see the sum of its gradient contributions
+            HOOKED_LEAVES.add(self)
 
         class _Handle:
             def remove(self_inner):
