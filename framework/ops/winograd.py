@@ -31,6 +31,8 @@ modes alike.
 """
 from __future__ import annotations
 
+from ..cpu_threads import block_threads
+
 
 # When F(2x2, 3x3) is taken: measured against im2col on float32 and float64, one thread
 # (kernel alone, medians of 11 interleaved runs; ratios Winograd / im2col, float32): it wins
@@ -40,6 +42,14 @@ from __future__ import annotations
 # GEMM), on 16 channels (32x16x16x16 1.18) and on 512 (32x512x8x8 1.25: the filter transform
 # leaves the cache and each chunk's GEMM is a thin one). Fixed costs (the filter transform, a
 # Python call per stage and chunk) need enough tiles to pay for themselves.
+# Threads: the transforms are NumPy loops on one thread and the tiles' GEMMs are too small for
+# the BLAS to split, so the path runs as fast on any thread count while im2col's one GEMM
+# speeds up with each. At 2 threads (wall time, this shared 2-core machine, noisy) it still won
+# on images up to 16x16 (8x64x16x16 0.75-0.93, 8x128x16x16 0.84, 32x64x8x8 0.64-0.74) and
+# lost on 32x32 (8x64x32x32 forward 1.10, weight gradient 1.13). From 3 threads (this machine
+# has 2 cores to measure on) it is not taken: im2col's GEMM keeps gaining, the path does not.
+MAX_THREADS = 2
+MAX_SIDE_AT_2_THREADS = 16
 MIN_SIDE = 8           # output rows and columns
 MIN_POSITIONS = 2048   # output positions over the batch
 MIN_CHANNELS = 32      # input and output channels (the GEMMs' sides)
@@ -55,6 +65,9 @@ def winograd_chosen(x, kernel, channels_out: int, stride, dilation, groups, grid
     faster."""
     if tuple(kernel) != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or \
             groups != 1 or x.dtype.char not in "fd":
+        return False
+    threads = block_threads()
+    if threads > MAX_THREADS or (threads > 1 and max(grid) > MAX_SIDE_AT_2_THREADS):
         return False
     n, c = x.shape[:2]
     return min(grid) >= MIN_SIDE and n * grid[0] * grid[1] >= MIN_POSITIONS and \
@@ -72,8 +85,8 @@ MIN_SIDE_WEIGHT_GRADIENT = 32
 def winograd_weight_chosen(x, kernel, channels_out: int, stride, dilation, groups,
                            grid) -> bool:
     """Whether conv2d's weight gradient runs as F(2x2, 3x3): the forward's case, on outputs
-    of at least MIN_SIDE_WEIGHT_GRADIENT rows and columns."""
-    return min(grid) >= MIN_SIDE_WEIGHT_GRADIENT and \
+    of at least MIN_SIDE_WEIGHT_GRADIENT rows and columns, on one thread."""
+    return min(grid) >= MIN_SIDE_WEIGHT_GRADIENT and block_threads() == 1 and \
         winograd_chosen(x, kernel, channels_out, stride, dilation, groups, grid)
 
 

@@ -161,6 +161,15 @@ def test_float32_error_stays_within_the_transforms_rounding_bound(channels):
 
 
 @pytest.fixture
+def threads(monkeypatch):
+    """`threads(n)`: the Winograd rules see n CPU threads (one unless told)."""
+    def set_threads(n: int) -> None:
+        monkeypatch.setattr(winograd, "block_threads", lambda: n)
+    set_threads(1)
+    return set_threads
+
+
+@pytest.fixture
 def small_threshold(monkeypatch):
     """The path taken at test sizes: the measured thresholds lowered to nothing."""
     for name, value in (("MIN_SIDE", 1), ("MIN_POSITIONS", 1), ("MIN_CHANNELS", 1),
@@ -169,7 +178,7 @@ def small_threshold(monkeypatch):
 
 
 @pytest.fixture
-def calls(monkeypatch):
+def calls(monkeypatch, threads):
     """The Winograd kernels the convolution kernels ran: "forward" (also the input gradient's
     correlation) and "weight"."""
     seen = []
@@ -188,7 +197,7 @@ def _chosen(x_shape, w_shape, stride=(1, 1), dilation=(1, 1), groups=1, dtype=np
     return winograd.winograd_chosen(x, w.shape[2:], w.shape[0], stride, dilation, groups, grid)
 
 
-def test_chosen_only_for_its_case_and_sizes():
+def test_chosen_only_for_its_case_and_sizes(threads):
     assert _chosen((8, 64, 32, 32), (64, 64, 3, 3))
     assert _chosen((32, 128, 8, 8), (128, 128, 3, 3), dtype=np.float64)
     assert not _chosen((8, 64, 32, 32), (64, 64, 3, 3), stride=(2, 2))
@@ -204,6 +213,16 @@ def test_chosen_only_for_its_case_and_sizes():
     x = np.zeros((2, 64, 32, 32), np.float32)
     assert winograd.winograd_weight_chosen(x, (3, 3), 64, (1, 1), (1, 1), 1, (32, 32))
     assert not winograd.winograd_weight_chosen(x, (3, 3), 64, (1, 1), (1, 1), 1, (16, 16))
+
+
+def test_chosen_on_two_threads_for_small_images_only_and_never_on_more(threads):
+    x = np.zeros((2, 64, 32, 32), np.float32)
+    threads(2)
+    assert _chosen((8, 64, 16, 16), (64, 64, 3, 3))
+    assert not _chosen((8, 64, 32, 32), (64, 64, 3, 3))
+    assert not winograd.winograd_weight_chosen(x, (3, 3), 64, (1, 1), (1, 1), 1, (32, 32))
+    threads(3)
+    assert not _chosen((8, 64, 16, 16), (64, 64, 3, 3))
 
 
 @pytest.mark.parametrize("kwargs", [dict(padding=1), dict(padding=0), dict(padding="same"),
