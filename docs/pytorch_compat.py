@@ -185,10 +185,11 @@ Errors, random numbers and numerics (`tests/ops/test_shape_error_types.py`,
   training steps. Which OpenBLAS kernel runs (AVX2 or AVX-512, `OPENBLAS_CORETYPE`) changes the
   last bits too.
 * **Stride-1 3x3 convolutions** with enough tiles (about 2048 output positions over the batch,
-  images of 8x8 and more, 32-256 channels) run as Winograd F(2x2, 3x3), their input gradients
-  too, their weight gradients on 32x32 and larger outputs (`framework/ops/winograd.py`): float32
-  results carry up to ~2x a direct sum's rounding error, and a non-finite input gives NaN where a
-  direct sum gives an infinity.
+  images of 8x8 and more, 32-256 channels) run as Winograd F(2x2, 3x3) on one or two CPU
+  threads, their input gradients too, their weight gradients on 32x32 and larger outputs on one
+  thread (`framework/ops/winograd.py`): float32 results carry up to ~2x a direct sum's rounding
+  error (so they change with the thread count), and a non-finite input gives NaN where a direct
+  sum gives an infinity.
 * **Threads.** `flow.set_num_threads(n)` / `flow.get_num_threads()` set and read the BLAS's
   threads (and any OpenMP runtime's) for the whole process; there is no inter-op thread pool, so
   `set_num_interop_threads` is missing. Elementwise kernels run on one thread.
