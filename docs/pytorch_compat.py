@@ -192,7 +192,9 @@ Errors, random numbers and numerics (`tests/ops/test_shape_error_types.py`,
   sum gives an infinity.
 * **Threads.** `flow.set_num_threads(n)` / `flow.get_num_threads()` set and read the BLAS's
   threads (and any OpenMP runtime's) for the whole process; there is no inter-op thread pool, so
-  `set_num_interop_threads` is missing. Elementwise kernels run on one thread.
+  `set_num_interop_threads` is missing. Eager elementwise kernels run on one thread; compiled
+  fused elementwise groups of at least 131,072 elements run their row blocks on that many
+  threads (same bits).
 * **Install.** `pip install -e .` installs numpy, ml_dtypes and threadpoolctl only; ONNX export
   needs the `onnx` package (`pip install -e ".[onnx]"`), as `torch.onnx` does.
 
