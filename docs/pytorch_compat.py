@@ -196,7 +196,8 @@ Errors, random numbers and numerics (`tests/ops/test_shape_error_types.py`,
   fused elementwise groups of at least 131,072 elements run their row blocks on that many
   threads (same bits).
 * **Install.** `pip install -e .` installs numpy, ml_dtypes and threadpoolctl only; ONNX export
-  needs the `onnx` package (`pip install -e ".[onnx]"`), as `torch.onnx` does.
+  needs the `onnx` package (`pip install -e ".[onnx]"`, which also brings onnxruntime for
+  `flow.compile(model, backend="onnxruntime")`), as `torch.onnx` does.
 
 Packed sequences and parametrizations (`tests/nn/test_packed_sequence.py`,
 `tests/nn/test_parametrize.py`, `tests/nn/test_parametrizations.py`):
