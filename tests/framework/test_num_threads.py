@@ -9,9 +9,12 @@ import dualflow as flow
 
 @pytest.fixture
 def restore_threads():
-    """Leave the process's thread counts as the test found them."""
+    """Leave the process's thread counts as the test found them: the libraries' limits and the
+    count flow.set_num_threads gives the fused-block pool."""
+    before = flow.get_num_threads()
     with threadpoolctl.threadpool_limits():     # restores the original limits on exit
         yield
+        flow.set_num_threads(before)
 
 
 def _blas_counts() -> list:
