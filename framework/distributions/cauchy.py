@@ -5,25 +5,12 @@ import math
 
 from .. import creation, ops
 from ..size import Size
-from . import constraints
-from .distribution import Distribution
+from .location_scale import LocationScale
 from .transformed_distribution import FoldedAtZero
-from .utils import broadcast_all
 
 
-class Cauchy(Distribution):
+class Cauchy(LocationScale):
     """Density 1 / (pi scale (1 + ((x - loc) / scale)^2)); draws loc + scale tan(pi (U - 1/2))."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return self._expanded(Cauchy, batch_shape, _instance, ("loc", "scale"))
 
     def _filled(self, value: float):
         return creation.full(self._extended_shape(), value, dtype=self.loc.dtype,
@@ -32,10 +19,6 @@ class Cauchy(Distribution):
     @property
     def mean(self):
         return self._filled(float("nan"))
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):
