@@ -8,11 +8,12 @@ import pytest
 
 import dualflow as flow
 from dualflow import nn
-from dualflow.export.onnx_import import OnnxImportError, load
-from dualflow.export.onnx_import.names import key_of, onnx_name
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
+
+from dualflow.export.onnx_import import OnnxImportError, load  # noqa: E402
+from dualflow.export.onnx_import.names import key_of, onnx_name  # noqa: E402
 
 from . import conformance  # noqa: E402
 
