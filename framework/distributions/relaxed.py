@@ -61,20 +61,11 @@ class LogitRelaxedBernoulli(Distribution):
         return log_t + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    """sigmoid of a LogitRelaxedBernoulli draw: values in (0, 1) that approach Bernoulli draws
-    as the temperature goes to 0."""
-
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.unit_interval
-    has_rsample = True
-
-    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        base = LogitRelaxedBernoulli(temperature, probs, logits)
-        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
+class _RelaxedView:
+    """A relaxed distribution seen through its transform: its parameters are its base's."""
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(RelaxedBernoulli, _instance)
+        new = self._get_checked_instance(type(self), _instance)
         return super().expand(batch_shape, _instance=new)
 
     @property
@@ -88,6 +79,19 @@ class RelaxedBernoulli(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class RelaxedBernoulli(_RelaxedView, TransformedDistribution):
+    """sigmoid of a LogitRelaxedBernoulli draw: values in (0, 1) that approach Bernoulli draws
+    as the temperature goes to 0."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        base = LogitRelaxedBernoulli(temperature, probs, logits)
+        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
 
 
 class ExpRelaxedCategorical(CategoricalParameters, Distribution):
@@ -132,7 +136,7 @@ class ExpRelaxedCategorical(CategoricalParameters, Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_RelaxedView, TransformedDistribution):
     """exp of an ExpRelaxedCategorical draw: points of the simplex that approach one-hot
     Categorical draws as the temperature goes to 0 (the Gumbel-softmax trick)."""
 
@@ -144,19 +148,3 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         base = ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args)
         super().__init__(base, ExpTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
-        return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
