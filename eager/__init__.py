@@ -3,11 +3,12 @@
 from dualflow.ops import dispatch as _dispatch
 from dualflow.ops.opdef import install_methods
 
-from . import engine, functional, post_accumulate, profiling  # noqa: F401  (profiling times backward nodes)
+from . import engine, functional, post_accumulate, profiling  # noqa: F401  (profiling times nodes)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from .function import Function, FunctionCtx
-from . import engine, functional, post_accumulate, profiling  # noqa: F401  (profiling times nodes)
+from dualflow.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
+                                set_grad_enabled)
 from .gradcheck import gradcheck
 
 _dispatch.hooks.record = engine.record
